@@ -8,15 +8,16 @@ free GPUs, reservations and running traffic are per-decision state kept apart fr
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import networkx as nx
 
 from fabricsched import ids
 
 
-class HealthState(str, enum.Enum):
+class HealthState(enum.StrEnum):
     """State of one fabric element, ordered from best to worst."""
 
     HEALTHY = "healthy"
@@ -85,9 +86,6 @@ class Fabric:
     domains: Mapping[DomainKey, Domain]
     gpu_bandwidth_gbps: float = 400.0
     rails: int = 1
-    graph: nx.DiGraph = field(default_factory=nx.DiGraph, compare=False, repr=False)
-    """Root -> top-tier domains -> ... -> leaves -> hosts; node ids are ``("host", name)``,
-    ``("domain", tier, name)`` and ``("root",)``. Built by ``with_graph``."""
 
     def domain_of(self, host: ids.NodeName, tier: int) -> Domain:
         return self.domains[(tier, self.hosts[host].path[tier])]
@@ -108,7 +106,15 @@ class Fabric:
         return downlink / self.tiers[domain.tier].oversubscription * domain.uplink_health
 
     def with_graph(self) -> Fabric:
-        """A copy whose ``graph`` holds the tree (hosts and domains as nodes, with their records)."""
+        """Kept for callers that want the graph built eagerly; returns the same snapshot."""
+        _ = self.graph
+        return self
+
+    @functools.cached_property
+    def graph(self) -> nx.DiGraph:
+        """Root -> top-tier domains -> ... -> leaves -> hosts, built on first use (the engine
+        works on the mappings; the graph serves inspection and tools). Node ids are
+        ``("host", name)``, ``("domain", tier, name)`` and ``("root",)``, each with its record."""
         graph = nx.DiGraph()
         root = ("root",)
         graph.add_node(root)
@@ -123,4 +129,4 @@ class Fabric:
                 graph.add_edge(("domain", 0, host.path[0]), ("host", host.name))
             else:
                 graph.add_edge(root, ("host", host.name))
-        return Fabric(self.tiers, self.hosts, self.domains, self.gpu_bandwidth_gbps, self.rails, graph)
+        return graph

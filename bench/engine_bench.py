@@ -1,0 +1,127 @@
+"""The placement engine at cluster scale: plans per second and latency per call.
+
+    python bench/engine_bench.py [--hosts 1000 5000 10000] [--calls 400] [--seed 1]
+
+For each size, builds a 2-tier fabric (16 hosts of 8 GPUs per leaf, 16 leaves per spine,
+leaves 2:1 oversubscribed) with 1% of hosts and 2% of leaves degraded, fills about 60% of the
+GPUs with gangs placed by the engine itself (their traffic recorded), then times ``place`` for
+a mix of gang sizes against that state (nothing committed, so every call sees the same state).
+The first call on a fabric also builds its index (``tree.of``); it is timed apart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import time
+from collections.abc import Sequence
+
+from fabricsched import ids
+from fabricsched.placement import capacity, placing, request, tree
+from fabricsched.topology import fabric
+
+HOSTS_PER_LEAF = 16
+LEAVES_PER_SPINE = 16
+GPUS = 8
+MIX: tuple[tuple[int, int, int], ...] = (
+    # (pods, gpus per pod, weight)
+    (1, 8, 2), (2, 4, 1), (16, 8, 3), (32, 8, 3), (64, 8, 2), (128, 8, 1),
+)
+
+
+def build_fabric(hosts: int, rng: random.Random) -> fabric.Fabric:
+    tiers = (fabric.Tier(ids.TierName("leaf"), "tier-0", 2.0), fabric.Tier(ids.TierName("spine"), "tier-1"))
+    leaves = -(-hosts // HOSTS_PER_LEAF)
+    records: dict[ids.NodeName, fabric.Host] = {}
+    domains: dict[fabric.DomainKey, fabric.Domain] = {}
+    for s in range(-(-leaves // LEAVES_PER_SPINE)):
+        spine = ids.DomainName(f"s{s:03d}")
+        children: list[ids.DomainName] = []
+        below: list[ids.NodeName] = []
+        for leaf_i in range(s * LEAVES_PER_SPINE, min(leaves, (s + 1) * LEAVES_PER_SPINE)):
+            leaf = ids.DomainName(f"l{leaf_i:04d}")
+            names = [ids.NodeName(f"gpu-{i:05d}")
+                     for i in range(leaf_i * HOSTS_PER_LEAF, min(hosts, (leaf_i + 1) * HOSTS_PER_LEAF))]
+            for name in names:
+                degraded = rng.random() < 0.01
+                records[name] = fabric.Host(name, GPUS, (leaf, spine), 0.5 if degraded else 1.0,
+                                            fabric.HealthState.DEGRADED if degraded else fabric.HealthState.HEALTHY)
+            bad = rng.random() < 0.02
+            domains[(0, leaf)] = fabric.Domain(0, leaf, spine, tuple(names), (), GPUS * len(names),
+                                               0.5 if bad else 1.0,
+                                               fabric.HealthState.DEGRADED if bad else fabric.HealthState.HEALTHY)
+            children.append(leaf)
+            below.extend(names)
+        domains[(1, spine)] = fabric.Domain(1, spine, None, tuple(below), tuple(children), GPUS * len(below))
+    return fabric.Fabric(tiers, records, domains)
+
+
+def draw(rng: random.Random, i: int) -> request.GangRequest:
+    pods, gpus, _ = rng.choices(MIX, weights=[w for *_, w in MIX])[0]
+    return request.GangRequest(ids.GangKey(f"bench/g{i}"), pods, gpus)
+
+
+def fill(fab: fabric.Fabric, rng: random.Random, target: float) -> tuple[dict[ids.NodeName, int], capacity.Traffic]:
+    """Place gangs until ``target`` of the GPUs are used, as a busy cluster would be."""
+    free = {name: host.gpus for name, host in fab.hosts.items()}
+    traffic = capacity.Traffic()
+    total = sum(free.values())
+    i = 0
+    misses = 0
+    while sum(free.values()) > total * (1 - target) and misses < 50:
+        gang = draw(rng, i)
+        i += 1
+        plan = placing.place(fab, free, gang, traffic)
+        if not isinstance(plan, request.Plan):
+            misses += 1
+            continue
+        for name in plan.ranks:
+            free[name] -= gang.gpus_per_pod
+        traffic.add(fab, plan.ranks, gang.gpus_per_pod)
+    return free, traffic
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
+
+
+def run(hosts: int, calls: int, seed: int) -> None:
+    rng = random.Random(seed)
+    fab = build_fabric(hosts, rng)
+    started = time.perf_counter()
+    tree.of(fab)
+    index_ms = (time.perf_counter() - started) * 1e3
+    free, traffic = fill(fab, rng, 0.6)
+    gangs = [draw(rng, i) for i in range(calls)]
+    times: dict[int, list[float]] = {}
+    fits = 0
+    started = time.perf_counter()
+    for gang in gangs:
+        t0 = time.perf_counter()
+        result = placing.place(fab, free, gang, traffic)
+        times.setdefault(gang.pods, []).append((time.perf_counter() - t0) * 1e3)
+        fits += isinstance(result, request.Plan)
+    elapsed = time.perf_counter() - started
+    every = [t for ts in times.values() for t in ts]
+    used = 1 - sum(free.values()) / (GPUS * hosts)
+    print(f"{hosts:>6} hosts ({used:.0%} GPUs used, index {index_ms:.1f} ms): {calls / elapsed:7.0f} plans/s, "
+          f"p50 {percentile(every, 50):.2f} ms, p99 {percentile(every, 99):.2f} ms, {fits}/{calls} fit")
+    for pods in sorted(times):
+        ts = times[pods]
+        print(f"         {pods:>4} pods: p50 {percentile(ts, 50):.2f} ms, p99 {percentile(ts, 99):.2f} ms"
+              f" ({len(ts)} calls)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--hosts", type=int, nargs="+", default=[1000, 5000, 10000])
+    parser.add_argument("--calls", type=int, default=400)
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args()
+    for hosts in args.hosts:
+        run(hosts, args.calls, args.seed)
+
+
+if __name__ == "__main__":
+    main()

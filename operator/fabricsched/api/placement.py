@@ -1,0 +1,177 @@
+"""FabricPlacement (fabricsched.io/v1alpha1, namespaced): one gang's plan and its progress.
+
+One object per gang, named after the gang, owned by the Job when there is one (so it is
+garbage-collected with it). It is the plan made inspectable with kubectl, and what the
+reservations are rebuilt from after a restart. The CRD is generated from these models
+(``fabricsched.api.crd``).
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Annotated, Any, Literal
+
+from pydantic import ConfigDict, Field, model_validator
+
+from fabricsched.api import openapi, topology
+from fabricsched.api.base import WireModel
+
+GROUP = topology.GROUP
+VERSION = topology.VERSION
+API_VERSION = f"{GROUP}/{VERSION}"
+KIND = "FabricPlacement"
+PLURAL = "fabricplacements"
+
+MAX_RANKS = 16384
+"""Bound on a gang's pods: keeps the object well inside the API server's size limit and the
+CEL cost estimate of the rank rules within budget."""
+
+_Name = Annotated[str, Field(min_length=1, max_length=253)]
+"""A node or domain name."""
+
+
+class TierPolicy(enum.StrEnum):
+    REQUIRED = "required"
+    """The whole gang inside one domain of the tier, or wait (``fabricsched.io/required-tier``)."""
+    PREFERRED = "preferred"
+    """As low as possible, fewest domains (``fabricsched.io/preferred-tier``, the default)."""
+
+
+class PlacementPhase(enum.StrEnum):
+    RESERVED = "Reserved"
+    """Capacity held for every rank; pods are binding one at a time."""
+    BOUND = "Bound"
+    """Every rank's pod is bound to its node."""
+    RELEASED = "Released"
+    """The Job finished or was deleted, or all its pods ended: the capacity is free again."""
+    EXPIRED = "Expired"
+    """The gang did not bind in time; the unbound ranks' capacity was released."""
+
+
+class PlacementTier(WireModel):
+    """The gang's tier constraint, from its pods' annotations."""
+
+    name: str = Field(
+        min_length=1, max_length=63, description="Tier name (spec.tiers[].name of the FabricTopology)."
+    )
+    policy: TierPolicy = Field(
+        default=TierPolicy.PREFERRED,
+        description="required: the whole gang inside one domain of this tier, or wait; "
+        "preferred: as low as possible, fewest domains.",
+    )
+
+
+class RankAssignment(WireModel):
+    """Where one rank of the gang runs."""
+
+    rank: int = Field(ge=0, lt=MAX_RANKS, description="The pod's rank (Indexed Job completion index).")
+    node: str = Field(min_length=1, max_length=253, description="The node planned for the rank.")
+
+
+class FabricPlacementSpec(WireModel):
+    """The plan: which fabric, which domains, which node for every rank."""
+
+    model_config = ConfigDict(
+        json_schema_extra=openapi.extensions(
+            validations=[
+                openapi.cel(
+                    "!has(self.ranks) || self.ranks.all(r, r.rank < self.size)",
+                    "every ranks[].rank must be below size",
+                    field_path=".ranks",
+                    reason="FieldValueInvalid",
+                ),
+            ]
+        )
+    )
+
+    gang: str = Field(
+        min_length=1,
+        max_length=253,
+        description="The gang: its fabricsched.io/gang label, else its Job's name. The object is named "
+        "after it, in the gang's namespace.",
+    )
+    job_uid: str = Field(
+        default="",
+        max_length=128,
+        alias="jobUID",
+        description="UID of the gang's Job, when there is one: a recreated Job with the same name gets a "
+        "new plan.",
+    )
+    size: int = Field(ge=1, le=MAX_RANKS, description="Pods in the gang, placed all-or-nothing.")
+    gpus_per_pod: int = Field(ge=1, description="GPUs each pod requests.")
+    tier: PlacementTier = Field(description="The tier constraint the plan honours.")
+    topology: str = Field(
+        min_length=1, max_length=253, description="Name of the FabricTopology the plan is made in."
+    )
+    domains: dict[str, list[_Name]] = Field(
+        default_factory=dict,
+        description="Domains the gang uses, by tier name, e.g. {leaf: [l03, l04], spine: [s1]}.",
+    )
+    ranks: list[RankAssignment] = Field(
+        default_factory=list,
+        max_length=MAX_RANKS,
+        description="Node of every rank, in fabric order: consecutive ranks share a host, then a leaf.",
+        json_schema_extra=openapi.extensions(list_type="map", list_map_keys=["rank"]),
+    )
+
+    @model_validator(mode="after")
+    def _ranks_fit(self) -> FabricPlacementSpec:
+        # Same rule as the CEL on spec (plus uniqueness, which the list-map keys give the API server).
+        numbers = [r.rank for r in self.ranks]
+        if len(set(numbers)) != len(numbers):
+            raise ValueError("ranks[].rank must be unique")
+        too_high = [n for n in numbers if n >= self.size]
+        if too_high:
+            raise ValueError(f"every ranks[].rank must be below size ({self.size}); got {too_high}")
+        return self
+
+    def node_of(self, rank: int) -> str | None:
+        """The node planned for ``rank``; None when the plan has no such rank."""
+        for assignment in self.ranks:
+            if assignment.rank == rank:
+                return assignment.node
+        return None
+
+
+class FabricPlacementStatus(WireModel):
+    """How far the plan got: its phase, which ranks are bound, and what it costs the job."""
+
+    phase: PlacementPhase = Field(
+        default=PlacementPhase.RESERVED,
+        description="Reserved -> Bound (all ranks bound) -> Released; Reserved -> Expired.",
+    )
+    expires_at: str | None = Field(
+        default=None,
+        max_length=64,
+        description="When an unbound reservation expires (RFC 3339); only the unbound ranks are released.",
+    )
+    bound_ranks: list[Annotated[int, Field(ge=0)]] = Field(
+        default_factory=list,
+        max_length=MAX_RANKS,
+        description="Ranks whose pod is bound to its planned node.",
+        json_schema_extra=openapi.extensions(list_type="set"),
+    )
+    comm_slowdown: float | None = Field(
+        default=None,
+        ge=1,
+        description="Expected communication slowdown of the gang (capacity model); 1.0 is ideal.",
+    )
+    degraded_path: bool = Field(
+        default=False,
+        description="True when the gang's traffic crosses a degraded element: no healthy placement existed.",
+    )
+    reasons: list[str] = Field(
+        default_factory=list,
+        description="Why the plan is what it is, e.g. 'fits 2 leaves under spine s1'.",
+        json_schema_extra=openapi.extensions(list_type="atomic"),
+    )
+
+
+class FabricPlacement(WireModel):
+    """A whole FabricPlacement object, as a manifest or a watch event carries it."""
+
+    api_version: Literal["fabricsched.io/v1alpha1"] = "fabricsched.io/v1alpha1"
+    kind: Literal["FabricPlacement"] = "FabricPlacement"
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    spec: FabricPlacementSpec
+    status: FabricPlacementStatus | None = None

@@ -1,0 +1,65 @@
+"""``fabricsched cluster up|down``: the local control plane from the command line."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+
+from fabricsched.cluster import controlplane, errors
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    cluster = sub.add_parser(
+        "cluster", help="run a local control plane (etcd, kube-apiserver, controller manager, scheduler)",
+        description="A local Kubernetes control plane as processes, for the demo and the tests. "
+                    "No kubelet: nodes come from a manifest file and are Ready as declared.")
+    actions = cluster.add_subparsers(dest="action", required=True)
+
+    up = actions.add_parser("up", help="start a fresh cluster and return once it is healthy")
+    up.add_argument("--dir", type=Path, required=True, help="folder for state, logs, certificates, etcd data")
+    up.add_argument("--nodes", type=Path, metavar="FILE",
+                    help="Node manifests to create (a List/NodeList or Node documents, as kubectl prints)")
+    up.add_argument("--timeout", type=float, default=controlplane.Options.timeout,
+                    help="seconds to wait for every component to become healthy (default: %(default)s)")
+    up.set_defaults(handler=_up)
+
+    down = actions.add_parser("down", help="stop the cluster recorded in DIR/state.json")
+    down.add_argument("--dir", type=Path, required=True)
+    down.add_argument("--timeout", type=float, default=controlplane.Options.stop_timeout,
+                      help="seconds between SIGTERM and SIGKILL per component (default: %(default)s)")
+    down.set_defaults(handler=_down)
+
+
+def _fail(action: str, error: Exception) -> int:
+    print(f"fabricsched cluster {action}: error: {error}", file=sys.stderr)
+    return 1
+
+
+def _up(args: argparse.Namespace) -> int:
+    try:
+        plane = controlplane.up(args.dir, args.nodes, options=controlplane.Options(timeout=args.timeout))
+    except errors.ClusterError as e:
+        return _fail("up", e)
+    timings = plane.timings
+    print(f"cluster up in {timings['total']:.1f} s ({len(plane.node_names)} nodes created in "
+          f"{timings.get('nodes', 0.0):.1f} s); logs in {plane.dir / 'logs'}")
+    print(f"kubeconfig: {plane.kubeconfig}")
+    print(f"export KUBECONFIG={shlex.quote(str(plane.kubeconfig))}")
+    print(f"stop it with: fabricsched cluster down --dir {shlex.quote(str(plane.dir))}")
+    return 0
+
+
+def _down(args: argparse.Namespace) -> int:
+    state = args.dir / "state.json"
+    if not state.exists():
+        print(f"no cluster recorded in {args.dir} (no state.json): nothing to stop")
+        return 0
+    try:
+        killed = controlplane.down(args.dir, controlplane.Options(stop_timeout=args.timeout))
+    except (errors.ClusterError, OSError, ValueError) as e:
+        return _fail("down", e)
+    note = f" (needed SIGKILL: {', '.join(killed)})" if killed else ""
+    print(f"cluster in {args.dir} stopped{note}")
+    return 0

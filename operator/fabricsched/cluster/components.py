@@ -1,0 +1,203 @@
+"""The command lines of the control plane components, and the files they read.
+
+Pure functions of (binaries, folder layout, ports): unit tests check the flags without
+starting anything. Flag choices and their reasons are listed in docs/cluster.md.
+"""
+
+from __future__ import annotations
+
+import string
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from fabricsched.cluster import binaries, certs
+
+SERVICE_CIDR = "10.0.0.0/24"
+SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
+
+DISABLED_ADMISSION_PLUGINS = ("TaintNodesByCondition",)
+"""Without a kubelet nobody would ever clear the not-ready taint this plugin puts on new nodes."""
+
+DISABLED_CONTROLLERS = ("node-lifecycle-controller", "taint-eviction-controller")
+"""Without kubelet heartbeats these would mark every node unreachable and evict its pods."""
+
+DEFAULT_SCHEDULER_NAME = "default-scheduler"
+
+DEFAULT_SCHEDULER_TEMPLATE = """\
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+clientConnection:
+  kubeconfig: "$kubeconfig"
+leaderElection:
+  leaderElect: false
+profiles:
+- schedulerName: "$scheduler_name"
+"""
+
+
+@dataclass(frozen=True)
+class SchedulerSpec:
+    """One kube-scheduler process with its own KubeSchedulerConfiguration.
+
+    ``config_template`` is rendered with ``string.Template``: ``$kubeconfig`` (the
+    scheduler's own kubeconfig), ``$scheduler_name``, ``$dir`` (the cluster folder) and
+    every key of ``params``. Leader election should stay off (or use a lease of its own):
+    schedulers sharing a lease would wait for each other.
+    """
+
+    name: str
+    """The ``schedulerName`` pods select; also names the process, its files and its logs."""
+    config_template: str = DEFAULT_SCHEDULER_TEMPLATE
+    params: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def component(self) -> str:
+        if self.name == DEFAULT_SCHEDULER_NAME:
+            return "kube-scheduler"
+        return f"kube-scheduler-{self.name}"
+
+    def render(self, kubeconfig_path: Path, cluster_dir: Path) -> str:
+        values = {**self.params, "kubeconfig": str(kubeconfig_path), "scheduler_name": self.name,
+                  "dir": str(cluster_dir)}
+        return string.Template(self.config_template).substitute(values)
+
+
+DEFAULT_SCHEDULER = SchedulerSpec(DEFAULT_SCHEDULER_NAME)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where a cluster keeps its files, all under one folder."""
+
+    root: Path
+
+    @property
+    def pki(self) -> Path:
+        return self.root / "pki"
+
+    @property
+    def logs(self) -> Path:
+        return self.root / "logs"
+
+    @property
+    def etcd_data(self) -> Path:
+        return self.root / "etcd"
+
+    @property
+    def admin_kubeconfig(self) -> Path:
+        return self.root / "kubeconfig"
+
+    @property
+    def state(self) -> Path:
+        return self.root / "state.json"
+
+    def kubeconfig(self, component: str) -> Path:
+        return self.root / f"{component}.kubeconfig"
+
+    def log(self, component: str) -> Path:
+        return self.logs / f"{component}.log"
+
+    def scheduler_config(self, component: str) -> Path:
+        return self.root / f"{component}.yaml"
+
+
+@dataclass(frozen=True)
+class Ports:
+    etcd_client: int
+    etcd_peer: int
+    apiserver: int
+    controller_manager: int
+    schedulers: Mapping[str, int]
+    """Secure (healthz) port of each scheduler, by scheduler name."""
+
+    def as_dict(self) -> dict[str, object]:
+        return {"etcd_client": self.etcd_client, "etcd_peer": self.etcd_peer,
+                "apiserver": self.apiserver, "controller_manager": self.controller_manager,
+                "schedulers": dict(self.schedulers)}
+
+
+def etcd(bins: binaries.Binaries, layout: Layout, ports: Ports) -> list[str]:
+    client = f"http://127.0.0.1:{ports.etcd_client}"
+    peer = f"http://127.0.0.1:{ports.etcd_peer}"
+    return [
+        str(bins.etcd),
+        "--name=fabricsched",
+        f"--data-dir={layout.etcd_data}",
+        f"--listen-client-urls={client}",
+        f"--advertise-client-urls={client}",
+        f"--listen-peer-urls={peer}",
+        f"--initial-advertise-peer-urls={peer}",
+        f"--initial-cluster=fabricsched={peer}",
+        # A throwaway cluster: durability buys nothing and fsync dominates write latency.
+        "--unsafe-no-fsync",
+        "--log-level=warn",
+    ]
+
+
+def apiserver(bins: binaries.Binaries, layout: Layout, ports: Ports, pki: certs.Pki) -> list[str]:
+    return [
+        str(bins.kube_apiserver),
+        f"--etcd-servers=http://127.0.0.1:{ports.etcd_client}",
+        "--bind-address=127.0.0.1",
+        "--advertise-address=127.0.0.1",
+        f"--secure-port={ports.apiserver}",
+        f"--tls-cert-file={pki.apiserver.cert}",
+        f"--tls-private-key-file={pki.apiserver.key}",
+        f"--client-ca-file={pki.ca.cert}",
+        f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
+        f"--service-account-key-file={pki.service_account_pub}",
+        f"--service-account-signing-key-file={pki.service_account_key}",
+        f"--service-cluster-ip-range={SERVICE_CIDR}",
+        "--authorization-mode=RBAC",
+        f"--disable-admission-plugins={','.join(DISABLED_ADMISSION_PLUGINS)}",
+        "--allow-privileged=true",
+        "--profiling=false",
+    ]
+
+
+def controller_manager(bins: binaries.Binaries, layout: Layout, ports: Ports,
+                       pki: certs.Pki) -> list[str]:
+    config = layout.kubeconfig("kube-controller-manager")
+    return [
+        str(bins.kube_controller_manager),
+        f"--kubeconfig={config}",
+        f"--authentication-kubeconfig={config}",
+        f"--authorization-kubeconfig={config}",
+        "--bind-address=127.0.0.1",
+        f"--secure-port={ports.controller_manager}",
+        "--controllers=*," + ",".join(f"-{c}" for c in DISABLED_CONTROLLERS),
+        f"--service-account-private-key-file={pki.service_account_key}",
+        f"--root-ca-file={pki.ca.cert}",
+        "--use-service-account-credentials=true",
+        f"--cluster-signing-cert-file={pki.ca.cert}",
+        f"--cluster-signing-key-file={pki.ca.key}",
+        "--cluster-name=fabricsched",
+        "--leader-elect=false",
+        "--profiling=false",
+        # Tests create Jobs and wait for their pods: the default 20 QPS is the bottleneck.
+        "--kube-api-qps=100",
+        "--kube-api-burst=200",
+    ]
+
+
+def scheduler(bins: binaries.Binaries, layout: Layout, ports: Ports, spec: SchedulerSpec) -> list[str]:
+    config = layout.kubeconfig(spec.component)
+    return [
+        str(bins.kube_scheduler),
+        f"--config={layout.scheduler_config(spec.component)}",
+        f"--authentication-kubeconfig={config}",
+        f"--authorization-kubeconfig={config}",
+        "--bind-address=127.0.0.1",
+        f"--secure-port={ports.schedulers[spec.name]}",
+    ]
+
+
+def scheduler_specs(extra: Sequence[SchedulerSpec]) -> tuple[SchedulerSpec, ...]:
+    """The default scheduler first, then the extra ones; names must be unique."""
+    specs = (DEFAULT_SCHEDULER, *extra)
+    names = [s.name for s in specs]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise ValueError(f"scheduler names must be unique, repeated: {', '.join(duplicates)}")
+    return specs

@@ -1,0 +1,158 @@
+"""Starting and stopping the component processes, and the state file that survives us.
+
+Each process runs in its own session (hence its own process group), so Ctrl-C in the
+terminal that ran ``cluster up`` does not take the cluster down, and ``down`` can stop a
+component together with anything it spawned. The state file is rewritten after every
+start, so a crash halfway through ``up`` still leaves a record ``down`` can act on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+STATE_VERSION = 1
+
+
+@dataclass(frozen=True)
+class ProcessRecord:
+    component: str
+    pid: int
+    pgid: int
+    start_ticks: int | None
+    """Kernel start time of the process: tells our process apart from a later one reusing its PID."""
+    log: str
+    argv: tuple[str, ...]
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct free loopback ports (held open together, so they cannot repeat)."""
+    sockets = []
+    try:
+        for _ in range(count):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind(("127.0.0.1", 0))
+            sockets.append(s)
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+def _proc_stat(pid: int) -> list[str] | None:
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The command name (field 2) may hold spaces and parentheses: split after its last ')'.
+    return raw[raw.rindex(")") + 2:].split()
+
+
+def _start_ticks(pid: int) -> int | None:
+    fields = _proc_stat(pid)
+    return int(fields[19]) if fields else None
+
+
+def is_alive(record: ProcessRecord) -> bool:
+    """True while the recorded process runs (a zombie counts as gone: it holds no port)."""
+    fields = _proc_stat(record.pid)
+    if fields is None:
+        if Path("/proc/self/stat").exists():
+            return False
+        try:  # no procfs (macOS): fall back to a signal probe
+            os.kill(record.pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+    if fields[0] in ("Z", "X"):
+        return False
+    return record.start_ticks is None or int(fields[19]) == record.start_ticks
+
+
+def start(component: str, argv: Sequence[str], log: Path) -> tuple[subprocess.Popen[bytes], ProcessRecord]:
+    """Start one component in a new session, stdout and stderr appended to ``log``."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("ab") as out:
+        # The child keeps its own copy of the descriptor; ours closes with this block.
+        process = subprocess.Popen(
+            list(argv), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    record = ProcessRecord(
+        component=component, pid=process.pid, pgid=process.pid,
+        start_ticks=_start_ticks(process.pid), log=str(log), argv=tuple(argv),
+    )
+    return process, record
+
+
+def write_state(path: Path, records: Iterable[ProcessRecord], extra: dict[str, Any]) -> None:
+    """Atomically replace the state file (a reader never sees half of it)."""
+    state = {"version": STATE_VERSION, **extra, "processes": [asdict(r) for r in records]}
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(state, indent=2) + "\n")
+    tmp.replace(path)
+
+
+def read_state(path: Path) -> tuple[list[ProcessRecord], dict[str, Any]]:
+    state = json.loads(path.read_text())
+    records = [
+        ProcessRecord(
+            component=p["component"], pid=int(p["pid"]), pgid=int(p["pgid"]),
+            start_ticks=p.get("start_ticks"), log=p["log"], argv=tuple(p["argv"]),
+        )
+        for p in state.pop("processes", [])
+    ]
+    return records, state
+
+
+def _signal(record: ProcessRecord, sig: signal.Signals) -> None:
+    if not is_alive(record):
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(record.pgid, sig)
+
+
+def _wait_gone(record: ProcessRecord, timeout: float, poll: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while is_alive(record):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(poll)
+    return True
+
+
+def stop(records: Sequence[ProcessRecord], timeout: float = 10.0, poll: float = 0.05) -> list[str]:
+    """Stop process groups in reverse start order: SIGTERM, then SIGKILL after ``timeout``.
+
+    Reverse order matters: an API server whose etcd is gone spends its whole grace
+    period retrying, while one stopped before etcd exits in about a second.
+    Returns the components that needed SIGKILL.
+    """
+    killed: list[str] = []
+    for record in reversed(records):
+        _signal(record, signal.SIGTERM)
+        if not _wait_gone(record, timeout, poll):
+            killed.append(record.component)
+            _signal(record, signal.SIGKILL)
+            _wait_gone(record, 5.0, poll)
+    return killed
+
+
+def log_tail(path: Path | str, lines: int = 25) -> str:
+    try:
+        text = Path(path).read_text(errors="replace")
+    except OSError as e:
+        return f"(no log: {e})"
+    tail = text.splitlines()[-lines:]
+    return "\n".join(tail) if tail else "(log is empty)"

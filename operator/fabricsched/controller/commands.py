@@ -1,0 +1,81 @@
+"""``fabricsched run``: the operator (and the extender, when installed) in one process."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from pathlib import Path
+
+from fabricsched.controller import health_server, kube, logs, runtime
+
+_DEFAULTS = runtime.Options(kubeconfig=Path())
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    run = sub.add_parser(
+        "run", help="run the operator: keep FabricTopology status current and serve the extender",
+        description="Watch Nodes, Pods, Jobs and FabricTopologies; keep FabricTopology status, health "
+                    "and Events current; serve /healthz, /readyz and /metrics, and the scheduler "
+                    "extender when it is installed.")
+    run.add_argument("--kubeconfig", type=Path, default=None,
+                     help="kubeconfig to use (default: $KUBECONFIG, else ~/.kube/config)")
+    run.add_argument("--health-address", default=_DEFAULTS.health_address, metavar="HOST:PORT",
+                     help="address of /healthz, /readyz and /metrics (default: %(default)s)")
+    run.add_argument("--extender-address", default=_DEFAULTS.extender_address, metavar="HOST:PORT",
+                     help="address of the scheduler extender (default: %(default)s)")
+    run.add_argument("--namespace-for-leases", dest="lease_namespace", default=_DEFAULTS.lease_namespace,
+                     help="namespace for coordination Leases (default: %(default)s)")
+    run.add_argument("--events-namespace", default=_DEFAULTS.events_namespace,
+                     help="namespace for Events about cluster-scoped objects (default: %(default)s)")
+    run.add_argument("--log-format", choices=("text", "json"), default=_DEFAULTS.log_format,
+                     help="log line format (default: %(default)s)")
+    run.add_argument("--status-interval", type=float, default=_DEFAULTS.status_interval_s, metavar="SECONDS",
+                     help="least time between two status writes of one FabricTopology (default: %(default)s)")
+    run.add_argument("--verbose", action="store_true", help="debug logs, kopf's included")
+    run.set_defaults(handler=_run)
+
+
+def options_from(args: argparse.Namespace) -> runtime.Options:
+    """Validated options; raises ValueError with a message fit for the command line."""
+    kubeconfig = args.kubeconfig or Path(os.environ.get("KUBECONFIG") or Path.home() / ".kube" / "config")
+    if not kubeconfig.is_file():
+        raise ValueError(f"kubeconfig {kubeconfig} does not exist")
+    for flag, address in (("--health-address", args.health_address),
+                          ("--extender-address", args.extender_address)):
+        try:
+            health_server.split_address(address)
+        except ValueError as e:
+            raise ValueError(f"{flag}: {e}") from e
+    if not args.status_interval > 0:
+        raise ValueError("--status-interval must be greater than 0")
+    return runtime.Options(
+        kubeconfig=kubeconfig,
+        health_address=args.health_address,
+        extender_address=args.extender_address,
+        lease_namespace=args.lease_namespace,
+        events_namespace=args.events_namespace,
+        log_format=args.log_format,
+        status_interval_s=args.status_interval,
+    )
+
+
+def _run(args: argparse.Namespace) -> int:
+    try:
+        options = options_from(args)
+    except ValueError as e:
+        print(f"fabricsched run: error: {e}", file=sys.stderr)
+        return 2
+    logs.configure(options.log_format, args.verbose)
+    # Imported here: kopf is heavy and `fabricsched --help` should stay quick.
+    from fabricsched.controller import running
+
+    try:
+        asyncio.run(running.serve(options))
+    except kube.KubeconfigError as e:
+        print(f"fabricsched run: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        pass
+    return 0

@@ -1,0 +1,187 @@
+"""One FabricTopology inside the operator: its spec, its nodes, its health tracker, its fabric.
+
+``ClusterState`` owns one ``TopologyFabric`` per valid FabricTopology and tells it which nodes it
+holds (selection and cross-topology claims are decided by the state, which sees every topology).
+This module glues the core pieces together: ``topology.index.FabricIndex`` (incremental fabric)
+and ``topology.health.HealthTracker`` (merged, hysteretic health); every change of effective
+health is pushed into the index so the next snapshot carries it.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from fabricsched import ids
+from fabricsched.api import topology as api
+from fabricsched.topology import conflicts, fabric, health, index, nodes, selectors
+
+HealthTransition = health.HealthChange
+"""What subscribers are told when an element's effective health changes."""
+
+_NODE_SOURCES: tuple[health.Source, ...] = ("condition", "label")
+
+
+class TopologyFabric:
+    """Mutable per-topology state; owned by ``ClusterState`` (one event loop, no locking)."""
+
+    def __init__(self, name: ids.TopologyName, spec: api.FabricTopologySpec, object_generation: int,
+                 uid: str = "") -> None:
+        self.name = name
+        self.uid = uid
+        self.spec = spec
+        self.object_generation = object_generation
+        """``metadata.generation`` of the object this spec came from (status.observedGeneration)."""
+        self.selector = selectors.Selector.compile(spec.node_selector)
+        self.tracker = health.HealthTracker(spec.health.recover_after_seconds, spec.health.degraded_capacity)
+        self.index = index.FabricIndex(spec)
+        self.members: set[ids.NodeName] = set()
+        """Nodes selected (with GPUs) by this topology alone."""
+        self.contested: dict[ids.NodeName, tuple[str, ...]] = {}
+        """Nodes this topology selects but shares with another: they belong to none (conflict)."""
+        self.version = 0
+        """Bumped whenever anything the status shows may have changed."""
+
+    # --- membership -----------------------------------------------------------------------
+
+    def selects(self, node: nodes.NodeInfo) -> bool:
+        """The node matches the selector and holds the GPU resource (a fabric host candidate)."""
+        return node.gpus(self.spec.gpu_resource) > 0 and self.selector.matches(node.labels)
+
+    def holds(self, node: ids.NodeName) -> bool:
+        """The node is a host candidate of this fabric (it may still be left out by a conflict)."""
+        return node in self.members
+
+    def place(self, node: nodes.NodeInfo | None, name: ids.NodeName, claimants: tuple[str, ...],
+              now: float) -> list[HealthTransition]:
+        """Set ``name``'s membership: ``node`` is its current record (None: deleted or not ours),
+        ``claimants`` every topology selecting it. Feeds its health sources; returns the changes."""
+        member = node is not None and claimants == (self.name,)
+        if node is not None and len(claimants) > 1 and self.name in claimants:
+            if self.contested.get(name) != claimants:
+                self.contested[name] = claimants
+                self.version += 1
+        elif self.contested.pop(name, None) is not None:
+            self.version += 1
+        if member:
+            assert node is not None
+            self.members.add(name)
+            if self.index.set_node(node):
+                self.version += 1
+        else:
+            self.members.discard(name)
+            if self.index.remove_node(name):
+                self.version += 1
+        found = health.observations_from_node(self.spec, node) if member and node is not None else []
+        return self._feed_node(name, found, now)
+
+    def _feed_node(self, name: ids.NodeName, found: list[health.Observation],
+                   now: float) -> list[HealthTransition]:
+        element = health.ElementId.node(name)
+        changes: list[HealthTransition] = []
+        for source in _NODE_SOURCES:
+            mine = [o for o in found if o.source == source]
+            changes += self.tracker.update(now, source, mine, scope=(element,))
+        return self._absorb(changes)
+
+    # --- spec -----------------------------------------------------------------------------
+
+    def respec(self, spec: api.FabricTopologySpec, object_generation: int) -> None:
+        """A new spec: the fabric is rebuilt by the caller re-placing every node (``place``);
+        health history is kept, so an edit does not reset recovery waits."""
+        self.spec = spec
+        self.object_generation = object_generation
+        self.selector = selectors.Selector.compile(spec.node_selector)
+        self.tracker.recover_after_s = spec.health.recover_after_seconds
+        self.tracker.degraded_capacity = spec.health.degraded_capacity
+        self.index = index.FabricIndex(spec)
+        self.members.clear()
+        self.contested.clear()
+        for element, record in self.tracker.effective().items():
+            self.index.set_health(element, record)
+        self.version += 1
+
+    def feed_links(self, now: float) -> list[HealthTransition]:
+        return self._absorb(self.tracker.update(now, "spec.links", health.observations_from_links(self.spec)))
+
+    def feed_all_nodes(self, all_nodes: Iterable[nodes.NodeInfo], now: float) -> list[HealthTransition]:
+        """Replace the node sources' findings in full (after a restore or a spec change)."""
+        found: list[health.Observation] = []
+        for node in all_nodes:
+            if self.holds(node.name):
+                found += health.observations_from_node(self.spec, node)
+        changes: list[HealthTransition] = []
+        for source in _NODE_SOURCES:
+            changes += self.tracker.update(now, source, [o for o in found if o.source == source])
+        return self._absorb(changes)
+
+    def tick(self, now: float) -> list[HealthTransition]:
+        return self._absorb(self.tracker.tick(now))
+
+    def _absorb(self, changes: list[HealthTransition]) -> list[HealthTransition]:
+        for change in changes:
+            self.index.set_health(change.element, self.tracker.get(change.element))
+        if changes:
+            self.version += 1
+        return changes
+
+    # --- restart --------------------------------------------------------------------------
+
+    def restore(self, status: Mapping[str, Any]) -> None:
+        """Resume health from the status a previous operator wrote (since, recoveringSince)."""
+        records = []
+        for raw in status.get("degraded") or ():
+            record = _record_from_status(raw)
+            if record is not None:
+                records.append(record)
+        if records:
+            self.tracker.restore(records)
+            for record in records:
+                self.index.set_health(record.element, record)
+            self.version += 1
+
+    # --- readers --------------------------------------------------------------------------
+
+    def build(self) -> index.BuildResult:
+        return self.index.snapshot()
+
+    def all_conflicts(self) -> tuple[conflicts.ConflictInfo, ...]:
+        contested = tuple(
+            conflicts.multiple_topologies(node, list(owners))
+            for node, owners in sorted(self.contested.items(), key=lambda kv: index.natural_key(kv[0]))
+        )
+        return self.build().conflicts + contested
+
+    def health(self) -> Mapping[health.ElementId, health.ElementHealth]:
+        return self.tracker.effective()
+
+
+def _parse_time(text: object) -> float | None:
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        return datetime.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def _record_from_status(raw: Mapping[str, Any]) -> health.ElementHealth | None:
+    """A status ``degraded`` entry back into a tracker record; malformed entries are skipped."""
+    try:
+        rec = api.HealthRecord.model_validate(raw)
+    except ValueError:
+        return None
+    if rec.kind == "node" and rec.node:
+        element = health.ElementId.node(rec.node, rec.rail)
+    elif rec.kind == "domain" and rec.tier and rec.domain:
+        element = health.ElementId.domain(rec.tier, rec.domain, rec.rail)
+    else:
+        return None
+    state = fabric.HealthState(rec.state.value)
+    sources = tuple(
+        health.Observation(element, state, rec.capacity, s.source, s.reason, s.rule, s.value)
+        for s in rec.sources
+    )
+    return health.ElementHealth(element, state, rec.capacity, _parse_time(rec.since),
+                                _parse_time(rec.recovering_since), sources)

@@ -1,0 +1,140 @@
+"""Tells the cluster what the state knows: FabricTopology status and health Events.
+
+One loop, not one write per event: every ``interval_s`` it advances the hysteresis clock
+(``ClusterState.tick``), recomputes the status of each FabricTopology whose inputs moved, and
+PATCHes the status subresource only when the result differs from what is stored. So a burst of
+10,000 pod events costs one status write per topology per interval, and an unchanged status
+costs none (a restarted operator that computes the same status writes nothing).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from fabricsched import ids
+from fabricsched.api import topology as api
+from fabricsched.controller import events, metrics, state, status
+
+logger = logging.getLogger(__name__)
+
+WriteStatus = Callable[[str, Mapping[str, Any]], None]
+"""Replace the status of the named FabricTopology (sync; raises ``Gone`` when it no longer exists)."""
+
+
+class Gone(Exception):
+    """The object to write no longer exists (deleted between computing and writing)."""
+
+
+@dataclass
+class _Written:
+    uid: str
+    status: Mapping[str, Any]
+    inputs: tuple[int, int]
+    """(state generation, reserved-GPUs fingerprint) the status was computed from."""
+
+
+class StatusReporter:
+    """Owns the status loop. ``reserved`` (optional) adds plan reservations to free GPUs."""
+
+    def __init__(self, cluster: state.ClusterState, write: WriteStatus, clock: Callable[[], float],
+                 registry: metrics.Metrics, interval_s: float = 1.0,
+                 reserved: status.Reserved | None = None) -> None:
+        self._state = cluster
+        self._write = write
+        self._clock = clock
+        self._metrics = registry
+        self.interval_s = interval_s
+        self.reserved = reserved
+        self._written: dict[ids.TopologyName, _Written] = {}
+
+    async def run(self) -> None:
+        """Tick and report until cancelled; a pass that fails is logged and retried next interval."""
+        while True:
+            started = self._clock()
+            try:
+                await self.report_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                logger.exception("status pass failed")
+            # At most one pass per interval: that is what bounds writes to one per second per object.
+            await asyncio.sleep(max(0.05, self.interval_s - (self._clock() - started)))
+
+    async def report_once(self) -> int:
+        """One pass: apply due recoveries, then write changed statuses. Returns writes made."""
+        if not self._state.synced:
+            return 0  # a partial view must not overwrite a good status
+        self._state.tick()
+        writes = 0
+        for name in list(self._state.objects):
+            if await self._report(name):
+                writes += 1
+        for gone in set(self._written) - set(self._state.objects):
+            del self._written[gone]
+        return writes
+
+    def desired(self, name: ids.TopologyName) -> dict[str, Any] | None:
+        obj = self._state.objects.get(name)
+        if obj is None:
+            return None
+        tf = self._state.topologies.get(name)
+        snap = self._state.snapshot(name) if tf is not None else None
+        held = self.reserved(name) if self.reserved is not None and tf is not None else None
+        self._metrics.reconciles.labels(name).inc()
+        return status.compute(obj, tf, snap, self._clock(), held)
+
+    async def _report(self, name: ids.TopologyName) -> bool:
+        obj = self._state.objects[name]
+        held = self.reserved(name) if self.reserved is not None else None
+        inputs = (self._state.generation, hash(frozenset(held.items())) if held else 0)
+        last = self._written.get(name)
+        if last is not None and last.uid == obj.uid and last.inputs == inputs:
+            return False
+        wanted = self.desired(name)
+        if wanted is None:
+            return False
+        stored = last.status if last is not None and last.uid == obj.uid else obj.status
+        if _same(wanted, stored):
+            self._written[name] = _Written(obj.uid, stored, inputs)
+            return False
+        try:
+            await asyncio.to_thread(self._write, name, wanted)
+        except Gone:
+            return False
+        except Exception as e:
+            self._metrics.status_writes.labels(name, "failed").inc()
+            logger.warning("status write for FabricTopology %s failed: %s", name, e)
+            return False
+        self._metrics.status_writes.labels(name, "written").inc()
+        self._written[name] = _Written(obj.uid, wanted, inputs)
+        return True
+
+
+def _same(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    # Stored JSON may turn 1.0 into 1; dict equality already treats those as equal.
+    return dict(a) == dict(b)
+
+
+def forward_health(cluster: state.ClusterState, recorder: events.EventRecorder, registry: metrics.Metrics,
+                   clock: Callable[[], float]) -> Callable[[], None]:
+    """Post an Event on the FabricTopology for every effective health change; returns unsubscribe."""
+
+    def on_change(change: state.Change) -> None:
+        if not isinstance(change, state.HealthChanged):
+            return
+        tf = cluster.topologies.get(change.topology)
+        obj = cluster.objects.get(change.topology)
+        hc = change.change
+        registry.health_changes.labels(change.topology, hc.element.kind, hc.kind).inc()
+        recover_after = tf.spec.health.recover_after_seconds if tf is not None else 0
+        ref = events.ObjectRef(api.API_VERSION, api.KIND, change.topology, obj.uid if obj else "")
+        notice = events.health_notice(hc, recover_after)
+        logger.info("%s: %s", change.topology, notice.message,
+                    extra={"topology": change.topology, "reason": notice.reason})
+        recorder.record(ref, notice, clock())
+
+    return cluster.subscribe(on_change)

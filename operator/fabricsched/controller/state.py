@@ -1,0 +1,524 @@
+"""The operator's one in-memory view of the cluster, kept current by the kopf handlers.
+
+Flow: watch event -> ``apply_*``/``delete_*`` (thin, incremental) -> counters and change
+notifications -> readers take a ``TopologySnapshot`` (cached per generation) and run the
+pure engine on it. The extender runs in the same process and the same event loop, so there
+is no locking: call everything from the loop thread.
+
+What is kept, and why it stays small at 10k nodes x 50k pods:
+- nodes as ``k8s.NodeInfo`` (labels, allocatable, conditions; heartbeats are dropped, so a
+  status heartbeat compares equal and costs one dict lookup);
+- only pods that request an extended resource (a ``/`` in the name: GPUs), as
+  ``k8s.PodUsage`` with labels and annotations cut down to the gang conventions;
+- Jobs as ``JobInfo`` (a handful of fields);
+- per node, the extended resources its active pods hold (updated on every pod change, so free
+  GPUs never need a pass over all pods);
+- per FabricTopology, its spec, its nodes and a ``topology.health.HealthTracker``.
+
+Readers:
+- ``snapshot(name)`` -> ``TopologySnapshot`` (fabric + free GPUs + spec), rebuilt lazily;
+- ``pods``, ``jobs``, ``nodes``, ``topologies`` read-only mappings;
+- ``subscribe(callback)``: called synchronously with a ``Change`` after the state moved
+  (pod bound or ended, job finished or deleted, element health changed, topology changed).
+  Callbacks must be quick and must not call ``apply_*``; schedule async work instead.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from fabricsched import ids
+from fabricsched.api import topology as api
+from fabricsched.controller import fabrics
+from fabricsched.topology import conflicts, fabric
+from fabricsched.topology import nodes as k8s
+
+logger = logging.getLogger(__name__)
+
+PodKey = tuple[str, str]
+"""(namespace, name) of a pod."""
+
+JobKey = tuple[str, str]
+"""(namespace, name) of a Job."""
+
+_KEPT_LABEL_PREFIXES = ("fabricsched.io/", "batch.kubernetes.io/")
+_KEPT_LABELS = frozenset({"job-name", "controller-uid"})
+
+
+@dataclass(frozen=True)
+class JobInfo:
+    """What the gang logic needs of a batch/v1 Job."""
+
+    namespace: str
+    name: str
+    uid: str
+    parallelism: int
+    completions: int | None
+    completion_mode: str
+    """``NonIndexed`` or ``Indexed`` (ranks come from the completion index)."""
+    finished: bool
+    """A ``Complete`` or ``Failed`` condition is True: its plan can be released."""
+    deleted: bool = False
+    """``metadata.deletionTimestamp`` is set, or the delete event arrived."""
+
+    @property
+    def gang_size(self) -> int:
+        """min(parallelism, completions); parallelism alone for a work-queue Job."""
+        return self.parallelism if self.completions is None else min(self.parallelism, self.completions)
+
+    @classmethod
+    def from_manifest(cls, body: Mapping[str, Any]) -> JobInfo:
+        metadata = body.get("metadata") or {}
+        spec = body.get("spec") or {}
+        status = body.get("status") or {}
+        finished = any(
+            c.get("type") in ("Complete", "Failed") and c.get("status") == "True"
+            for c in status.get("conditions") or ()
+        )
+        completions = spec.get("completions")
+        return cls(
+            namespace=str(metadata.get("namespace") or "default"),
+            name=str(metadata["name"]),
+            uid=str(metadata.get("uid") or ""),
+            parallelism=int(spec.get("parallelism", 1) if spec.get("parallelism") is not None else 1),
+            completions=int(completions) if completions is not None else None,
+            completion_mode=str(spec.get("completionMode") or "NonIndexed"),
+            finished=finished,
+            deleted=bool(metadata.get("deletionTimestamp")),
+        )
+
+
+# --- change notifications ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PodBound:
+    """A GPU pod got a node (``spec.nodeName`` set), first seen bound or newly bound."""
+
+    pod: k8s.PodUsage
+
+
+@dataclass(frozen=True)
+class PodEnded:
+    """A bound GPU pod stopped holding its node: finished, terminated, or deleted.
+
+    ``deleted`` tells a pod that is gone from one that still exists in a final phase.
+    """
+
+    pod: k8s.PodUsage
+    deleted: bool = False
+
+
+@dataclass(frozen=True)
+class JobFinished:
+    job: JobInfo
+
+
+@dataclass(frozen=True)
+class JobDeleted:
+    job: JobInfo
+
+
+@dataclass(frozen=True)
+class HealthChanged:
+    """An element's effective health changed (after hysteresis) in one topology."""
+
+    topology: ids.TopologyName
+    change: fabrics.HealthTransition
+
+
+@dataclass(frozen=True)
+class TopologyChanged:
+    """A FabricTopology was created, edited, deleted, or its set of nodes changed."""
+
+    topology: ids.TopologyName
+    deleted: bool = False
+
+
+Change = PodBound | PodEnded | JobFinished | JobDeleted | HealthChanged | TopologyChanged
+Subscriber = Callable[[Change], None]
+
+
+@dataclass(frozen=True)
+class TopologyObject:
+    """What was last seen of a FabricTopology object itself (valid spec or not)."""
+
+    name: ids.TopologyName
+    uid: str
+    generation: int
+    """``metadata.generation``: status.observedGeneration once reported."""
+    status: Mapping[str, Any]
+    """The status as last seen on the object (to write only what changed)."""
+    invalid: str | None = None
+    """Why the spec was refused (Ready=False); None for a valid spec."""
+
+
+@dataclass(frozen=True)
+class TopologySnapshot:
+    """One topology as the engine sees it at one state generation. Immutable; share freely."""
+
+    name: ids.TopologyName
+    spec: api.FabricTopologySpec
+    fabric: fabric.Fabric
+    free_gpus: Mapping[ids.NodeName, int]
+    """Allocatable minus what active pods hold, per host of the fabric (never below 0)."""
+    conflicts: tuple[conflicts.ConflictInfo, ...]
+    """Nodes and domains left out of ``fabric``, and why."""
+    generation: int
+    """``ClusterState.generation`` when the snapshot was taken."""
+
+
+class ClusterState:
+    """Nodes, GPU pods, Jobs and FabricTopologies, updated incrementally.
+
+    ``clock`` returns seconds since the epoch; it dates health transitions (hysteresis), and
+    tests pass a fake one.
+    """
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self._clock = clock
+        self._nodes: dict[ids.NodeName, k8s.NodeInfo] = {}
+        self._pods: dict[PodKey, k8s.PodUsage] = {}
+        self._jobs: dict[JobKey, JobInfo] = {}
+        self._used: dict[ids.NodeName, dict[str, int]] = {}
+        self._claims: dict[ids.NodeName, tuple[str, ...]] = {}
+        """Topologies selecting each node (only nodes selected by at least one)."""
+        self._fabrics: dict[ids.TopologyName, fabrics.TopologyFabric] = {}
+        self._objects: dict[ids.TopologyName, TopologyObject] = {}
+        self._subscribers: list[Subscriber] = []
+        self._snapshots: dict[ids.TopologyName, TopologySnapshot] = {}
+        self._synced = False
+        self.generation = 0
+        """Bumped by every change that can alter a snapshot (nodes, GPU pods, topologies, health)."""
+
+    # --- readiness ----------------------------------------------------------------------
+
+    @property
+    def synced(self) -> bool:
+        """True once the initial listings of nodes, pods, Jobs and FabricTopologies are applied."""
+        return self._synced
+
+    def mark_synced(self) -> None:
+        """The initial listings are in. Health sources are fed in full only now: a topology
+        restored from its status before its nodes were listed must not start recovery waits for
+        nodes it has not seen yet."""
+        if self._synced:
+            return
+        self._synced = True
+        now = self._clock()
+        for name, tf in self._fabrics.items():
+            self._emit_health(name, tf.feed_all_nodes(self._nodes.values(), now)
+                              + tf.feed_links(now))
+
+    # --- subscription -------------------------------------------------------------------
+
+    def subscribe(self, callback: Subscriber) -> Callable[[], None]:
+        """Call ``callback`` after each change; returns a function that unsubscribes."""
+        self._subscribers.append(callback)
+        return lambda: self._subscribers.remove(callback)
+
+    def _emit(self, change: Change) -> None:
+        for callback in list(self._subscribers):
+            try:
+                callback(change)
+            except Exception:
+                # A broken subscriber must not stop the state from following the cluster.
+                logger.exception("state subscriber failed on %s", type(change).__name__)
+
+    # --- read access --------------------------------------------------------------------
+
+    @property
+    def nodes(self) -> Mapping[ids.NodeName, k8s.NodeInfo]:
+        return self._nodes
+
+    @property
+    def pods(self) -> Mapping[PodKey, k8s.PodUsage]:
+        """GPU pods only (pods requesting an extended resource)."""
+        return self._pods
+
+    @property
+    def jobs(self) -> Mapping[JobKey, JobInfo]:
+        return self._jobs
+
+    @property
+    def topologies(self) -> Mapping[ids.TopologyName, fabrics.TopologyFabric]:
+        return self._fabrics
+
+    @property
+    def objects(self) -> Mapping[ids.TopologyName, TopologyObject]:
+        """Every FabricTopology seen, including those whose spec was refused (no fabric)."""
+        return self._objects
+
+    def topology_of(self, node: ids.NodeName) -> ids.TopologyName | None:
+        """The FabricTopology whose fabric holds ``node`` (None: no GPUs, not selected, or
+        selected by several topologies, which is a conflict)."""
+        claimants = self._claims.get(node, ())
+        return ids.TopologyName(claimants[0]) if len(claimants) == 1 else None
+
+    def used(self, node: ids.NodeName, resource: str) -> int:
+        """Units of ``resource`` held by active pods on ``node``."""
+        return self._used.get(node, {}).get(resource, 0)
+
+    def free_gpus(self, node: ids.NodeName, resource: str) -> int:
+        info = self._nodes.get(node)
+        if info is None:
+            return 0
+        return max(0, info.gpus(resource) - self.used(node, resource))
+
+    def snapshot(self, name: ids.TopologyName) -> TopologySnapshot | None:
+        """The topology at the current generation (None: unknown or invalid topology)."""
+        cached = self._snapshots.get(name)
+        if cached is not None and cached.generation == self.generation:
+            return cached
+        tf = self._fabrics.get(name)
+        if tf is None:
+            return None
+        built = tf.build()
+        resource = tf.spec.gpu_resource
+        free = {h: max(0, host.gpus - self.used(h, resource)) for h, host in built.fabric.hosts.items()}
+        snap = TopologySnapshot(name, tf.spec, built.fabric, free, tf.all_conflicts(), self.generation)
+        self._snapshots[name] = snap
+        return snap
+
+    # --- nodes --------------------------------------------------------------------------
+
+    def apply_node(self, body: Mapping[str, Any]) -> None:
+        info = k8s.NodeInfo.from_manifest(body)
+        old = self._nodes.get(info.name)
+        if old == info:
+            return  # a heartbeat: nothing the fabric sees has changed
+        self._nodes[info.name] = info
+        self.generation += 1
+        self._reclaim(info.name, info, self._clock())
+
+    def delete_node(self, name: str) -> None:
+        node = ids.NodeName(name)
+        if self._nodes.pop(node, None) is None:
+            return
+        self.generation += 1
+        self._reclaim(node, None, self._clock())
+
+    def _reclaim(self, name: ids.NodeName, info: k8s.NodeInfo | None, now: float) -> None:
+        """Recompute which topologies select ``name`` and update every one concerned."""
+        claimants = tuple(sorted(t for t, tf in self._fabrics.items() if info and tf.selects(info)))
+        before = self._claims.get(name, ())
+        if claimants:
+            self._claims[name] = claimants
+        else:
+            self._claims.pop(name, None)
+        for topology in sorted(set(before) | set(claimants)):
+            tf = self._fabrics.get(ids.TopologyName(topology))
+            if tf is not None:
+                self._emit_health(tf.name, tf.place(info, name, claimants, now))
+
+    def _emit_health(self, topology: ids.TopologyName, changes: list[fabrics.HealthTransition]) -> None:
+        if changes:
+            self.generation += 1
+        for change in changes:
+            self._emit(HealthChanged(topology, change))
+
+    # --- pods ---------------------------------------------------------------------------
+
+    def apply_pod(self, body: Mapping[str, Any]) -> None:
+        metadata = body.get("metadata") or {}
+        key = (str(metadata.get("namespace") or "default"), str(metadata.get("name")))
+        old = self._pods.get(key)
+        if old is None and not _requests_extended(body):
+            return  # not a GPU pod: not ours, not stored
+        pod = _trim(k8s.PodUsage.from_manifest(body))
+        if old == pod:
+            return
+        if old is not None and old.uid != pod.uid:
+            # Recreated under the same name while we missed the delete: end the old one first.
+            self._forget_pod(key, old)
+            old = None
+        self._pods[key] = pod
+        was_active = old is not None and old.active
+        if was_active != pod.active or (old is not None and old.node != pod.node):
+            if old is not None and was_active:
+                self._hold(old, -1)
+            if pod.active:
+                self._hold(pod, +1)
+            self.generation += 1
+        if pod.node is not None and (old is None or old.node is None) and pod.active:
+            self._emit(PodBound(pod))
+        if was_active and not pod.active and old is not None:
+            self._emit(PodEnded(pod))
+
+    def delete_pod(self, namespace: str, name: str) -> None:
+        old = self._pods.get((namespace, name))
+        if old is not None:
+            self._forget_pod((namespace, name), old)
+
+    def _forget_pod(self, key: PodKey, old: k8s.PodUsage) -> None:
+        del self._pods[key]
+        if old.active:
+            self._hold(old, -1)
+            self.generation += 1
+        if old.node is not None:
+            self._emit(PodEnded(old, deleted=True))
+
+    def _hold(self, pod: k8s.PodUsage, sign: int) -> None:
+        assert pod.node is not None
+        held = self._used.setdefault(pod.node, {})
+        for resource, amount in pod.requests.items():
+            held[resource] = held.get(resource, 0) + sign * amount
+            if held[resource] <= 0:
+                del held[resource]
+        if not held:
+            del self._used[pod.node]
+
+    # --- jobs ---------------------------------------------------------------------------
+
+    def apply_job(self, body: Mapping[str, Any]) -> None:
+        job = JobInfo.from_manifest(body)
+        key = (job.namespace, job.name)
+        old = self._jobs.get(key)
+        if old == job:
+            return
+        self._jobs[key] = job
+        if old is not None and old.uid != job.uid:
+            self._emit(JobDeleted(replace(old, deleted=True)))
+            old = None
+        if job.finished and (old is None or not old.finished):
+            self._emit(JobFinished(job))
+        if job.deleted and (old is None or not old.deleted):
+            self._emit(JobDeleted(job))
+
+    def delete_job(self, namespace: str, name: str) -> None:
+        old = self._jobs.pop((namespace, name), None)
+        if old is not None and not old.deleted:
+            self._emit(JobDeleted(replace(old, deleted=True)))
+
+    def job_by_uid(self, namespace: str, uid: str) -> JobInfo | None:
+        """The Job with that UID in ``namespace`` (pods name their Job by owner UID)."""
+        for job in self._jobs.values():
+            if job.uid == uid and job.namespace == namespace:
+                return job
+        return None
+
+    # --- topologies ---------------------------------------------------------------------
+
+    def apply_topology(self, name: str, body: Mapping[str, Any]) -> None:
+        """A FabricTopology was listed, created or edited; status-only edits cost a comparison.
+
+        A new object resumes health from its status (``since``, ``recoveringSince``), so a
+        restarted operator continues recovery waits instead of restarting them.
+        """
+        tname = ids.TopologyName(name)
+        metadata = body.get("metadata") or {}
+        generation = int(metadata.get("generation") or 0)
+        uid = str(metadata.get("uid") or "")
+        status = body.get("status") or {}
+        previous = self._objects.get(tname)
+        if previous is not None and previous.uid != uid:
+            self._drop_topology(tname)  # deleted and recreated while the delete went unseen
+        try:
+            spec = api.FabricTopologySpec.model_validate(body.get("spec") or {})
+        except ValueError as e:
+            # The CRD schema should have refused it; keep the reason for Ready=False.
+            self._objects[tname] = TopologyObject(tname, uid, generation, status, _first_error(e))
+            self._drop_topology(tname)
+            return
+        self._objects[tname] = TopologyObject(tname, uid, generation, status)
+        existing = self._fabrics.get(tname)
+        now = self._clock()
+        if existing is not None and existing.spec == spec:
+            existing.object_generation = generation
+            return
+        if existing is None:
+            tf = fabrics.TopologyFabric(tname, spec, generation, uid)
+            tf.restore(status)
+            self._fabrics[tname] = tf
+        else:
+            tf = existing
+            tf.respec(spec, generation)
+        self.generation += 1
+        # Claims of every node may change: this topology's selector is new, and its nodes may
+        # now be contested by (or freed from) another topology.
+        for node_name, info in self._nodes.items():
+            before = self._claims.get(node_name, ())
+            claimants = tuple(sorted(t for t, f in self._fabrics.items() if f.selects(info)))
+            if claimants == before and tname not in claimants:
+                continue
+            if claimants:
+                self._claims[node_name] = claimants
+            else:
+                self._claims.pop(node_name, None)
+            for topology in sorted(set(before) | set(claimants)):
+                other = self._fabrics[ids.TopologyName(topology)]
+                self._emit_health(other.name, other.place(info, node_name, claimants, now))
+        if self._synced:
+            self._emit_health(tname, tf.feed_all_nodes(self._nodes.values(), now) + tf.feed_links(now))
+        self._emit(TopologyChanged(tname))
+
+    def delete_topology(self, name: str) -> None:
+        tname = ids.TopologyName(name)
+        self._objects.pop(tname, None)
+        self._drop_topology(tname)
+
+    def _drop_topology(self, tname: ids.TopologyName) -> None:
+        tf = self._fabrics.pop(tname, None)
+        if tf is None:
+            return
+        self._snapshots.pop(tname, None)
+        self.generation += 1
+        now = self._clock()
+        # Nodes it contested may now belong to the remaining claimant alone.
+        for node_name, claimants in list(self._claims.items()):
+            if tname not in claimants:
+                continue
+            rest = tuple(t for t in claimants if t != tname)
+            if rest:
+                self._claims[node_name] = rest
+            else:
+                del self._claims[node_name]
+            for topology in rest:
+                other = self._fabrics[ids.TopologyName(topology)]
+                self._emit_health(other.name, other.place(self._nodes.get(node_name), node_name, rest, now))
+        self._emit(TopologyChanged(tname, deleted=True))
+
+    # --- hysteresis clock ---------------------------------------------------------------
+
+    def tick(self) -> None:
+        """Apply recoveries whose wait is over; call every second or so."""
+        now = self._clock()
+        for name, tf in self._fabrics.items():
+            self._emit_health(name, tf.tick(now))
+
+
+def _requests_extended(body: Mapping[str, Any]) -> bool:
+    spec = body.get("spec") or {}
+    for group in ("containers", "initContainers"):
+        for container in spec.get(group) or ():
+            resources = container.get("resources") or {}
+            for part in ("requests", "limits"):
+                if any("/" in str(k) for k in resources.get(part) or {}):
+                    return True
+    return False
+
+
+def _kept(key: str) -> bool:
+    return key in _KEPT_LABELS or key.startswith(_KEPT_LABEL_PREFIXES)
+
+
+def _trim(pod: k8s.PodUsage) -> k8s.PodUsage:
+    """Drop labels and annotations outside the gang conventions: 50k pods add up."""
+    return replace(
+        pod,
+        labels={k: v for k, v in pod.labels.items() if _kept(k)},
+        annotations={k: v for k, v in pod.annotations.items() if _kept(k)},
+    )
+
+
+def _first_error(e: ValueError) -> str:
+    errors = getattr(e, "errors", None)
+    if callable(errors):
+        first = errors()[0] if errors() else None
+        if first is not None:
+            where = ".".join(str(p) for p in first.get("loc", ()))
+            return f"spec.{where}: {first.get('msg', '')}" if where else str(first.get("msg", ""))
+    return str(e)

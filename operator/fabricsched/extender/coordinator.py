@@ -1,0 +1,396 @@
+"""The extender's decisions: filter and prioritize for one pod, and keeping the book current.
+
+Where it sits in the flow: the kube-scheduler sends a pod and the nodes that fit it
+(``server``) -> ``Coordinator.filter`` identifies the gang (``gangs``), plans it on the first
+pod (``planning`` -> the engine), holds the plan in the book (``reservations``) and writes it
+as a FabricPlacement (``placements``) -> every pod of the gang is steered to its rank's node.
+Cluster changes (pods bound or ended, Jobs finished) arrive through the state's
+subscription and move the book; a housekeeping tick expires idle reservations.
+
+Every call runs on the event loop thread, as the cluster state requires.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from fabricsched import ids
+from fabricsched.extender import gangs, placements, planning, ports, reservations, verdicts
+from fabricsched.placement import request
+from fabricsched.topology import nodes
+
+logger = logging.getLogger(__name__)
+
+PLANNED_SCORE = 10
+OTHER_SCORE = 0
+
+
+@dataclass(frozen=True)
+class CoordinatorOptions:
+    placement: request.PlacementOptions = field(default_factory=request.PlacementOptions)
+    event_interval_s: float = 60.0
+    """At most one Event per gang and reason in this many seconds (the scheduler retries often)."""
+    save_timeout_s: float = 2.0
+    """How long a new plan's filter call waits for its FabricPlacement to be written."""
+
+
+@dataclass(frozen=True)
+class FilterAnswer:
+    passed: list[str]
+    failed: dict[str, str] = field(default_factory=dict)
+    unresolvable: dict[str, str] = field(default_factory=dict)
+    error: str = ""
+
+
+class Coordinator:
+    """Filter and prioritize on top of the book of plans and the cluster state."""
+
+    def __init__(
+        self,
+        state: ports.StateView,
+        book: reservations.Book,
+        writer: placements.PlacementWriter,
+        events: ports.EventSink,
+        clock: Callable[[], float],
+        options: CoordinatorOptions,
+        jobs: ports.JobFetcher | None = None,
+    ) -> None:
+        self.state = state
+        self.book = book
+        self.writer = writer
+        self.events = events
+        self.clock = clock
+        self.options = options
+        self.jobs = jobs
+        self.ready = False
+        """Set by ``restore``: before it, no decision is made (a reservation could be lost)."""
+        self._bound: dict[ids.GangKey, dict[str, tuple[int | None, ids.NodeName]]] = {}
+        """Live bound pods of gangs in the book: pod UID -> (own rank, node)."""
+        self._ended_check: set[ids.GangKey] = set()
+        self._noticed: dict[tuple[ids.GangKey, str], float] = {}
+
+    # --- filter and prioritize ----------------------------------------------------------
+
+    async def filter(self, manifest: Mapping[str, Any], node_names: Sequence[str]) -> FilterAnswer:
+        if not self.ready:
+            return FilterAnswer([], error="fabricsched is starting: its reservations are not restored yet")
+        pod = nodes.PodUsage.from_manifest(manifest)
+        candidates = [ids.NodeName(n) for n in node_names]
+        gang = await self._identify(pod, candidates)
+        if isinstance(gang, gangs.NotOurs):
+            return FilterAnswer(list(node_names))
+        if isinstance(gang, gangs.Unresolved):
+            reason = f"gang not identified: {gang.reason}"
+            return FilterAnswer([], failed=dict.fromkeys(node_names, reason))
+        entry = self.book.get(gang.key)
+        topology = entry.topology if entry is not None else self._topology_for(candidates)
+        snapshot = self.state.snapshot(topology) if topology is not None else None
+        if snapshot is None:
+            # None of these nodes is in a fabric: nothing to steer, the scheduler decides alone.
+            return FilterAnswer(list(node_names))
+        if entry is None:
+            made = self._plan(gang, snapshot, candidates, pod)
+            if isinstance(made, FilterAnswer):
+                return made
+            entry = made
+            await self.writer.save_now(entry.key, self.options.save_timeout_s)
+        rank = gang.rank if gang.rank is not None else self._assign(entry, pod)
+        if rank is None:
+            reason = f"all {entry.size} ranks of gang {entry.display} are taken by other pods"
+            return FilterAnswer([], failed=dict.fromkeys(node_names, reason))
+        target = entry.ranks[rank]
+        if target is None or target not in candidates:
+            moved = self._replan(entry, snapshot, candidates, pod)
+            if isinstance(moved, FilterAnswer):
+                return moved
+            entry, target = moved, moved.ranks[rank]
+        assert target is not None
+        return self._steer(entry, rank, target, snapshot, candidates)
+
+    def prioritize(self, manifest: Mapping[str, Any], node_names: Sequence[str]) -> list[tuple[str, int]]:
+        """The rank's planned node scores 10, every other node 0."""
+        pod = nodes.PodUsage.from_manifest(manifest)
+        target = self._target(pod, [ids.NodeName(n) for n in node_names])
+        return [(n, PLANNED_SCORE if n == target else OTHER_SCORE) for n in node_names]
+
+    def _target(self, pod: nodes.PodUsage, candidates: Sequence[ids.NodeName]) -> ids.NodeName | None:
+        key, rank = gangs.membership(pod)
+        entry = self.book.get(key)
+        if entry is None:
+            return None
+        if rank is None:
+            rank = entry.pod_ranks.get(pod.uid)
+        return entry.ranks[rank] if rank is not None and rank < entry.size else None
+
+    async def _identify(
+        self, pod: nodes.PodUsage, candidates: Sequence[ids.NodeName]
+    ) -> gangs.Identification:
+        topology = self._topology_for(candidates)
+        snapshot = self.state.snapshot(topology) if topology is not None else None
+        resource = snapshot.spec.gpu_resource if snapshot is not None else gangs.DEFAULT_GPU_RESOURCE
+        owner = gangs.job_reference(pod)
+        job = self._job_facts(pod.namespace, owner)
+        found = gangs.identify(pod, job, resource)
+        if isinstance(found, gangs.Unresolved) and found.job_name and self.jobs is not None:
+            # The Job's watch event may trail its pods: ask the API once, on the first pod.
+            fetched = await self.jobs.fetch(pod.namespace, found.job_name)
+            if fetched is not None:
+                found = gangs.identify(pod, _facts(fetched), resource)
+        return found
+
+    def _job_facts(self, namespace: str, owner: tuple[str, str] | None) -> gangs.JobFacts | None:
+        if owner is None:
+            return None
+        job = self.state.job_by_uid(namespace, owner[1]) if owner[1] else None
+        if job is None:
+            job = self.state.jobs.get((namespace, owner[0]))
+        return _facts(job) if job is not None else None
+
+    def _topology_for(self, candidates: Sequence[ids.NodeName]) -> ids.TopologyName | None:
+        """The fabric holding most candidates (a gang is planned inside one fabric)."""
+        counts: dict[ids.TopologyName, int] = {}
+        for node in candidates:
+            name = self.state.topology_of(node)
+            if name is not None:
+                counts[name] = counts.get(name, 0) + 1
+        return max(sorted(counts), key=lambda n: counts[n]) if counts else None
+
+    # --- planning -----------------------------------------------------------------------
+
+    def _inputs(
+        self,
+        snapshot: ports.SnapshotView,
+        exclude: ids.GangKey,
+        keep: Sequence[ids.NodeName] = (),
+        gpus_per_pod: int = 0,
+    ) -> planning.Inputs:
+        reserved = self.book.reserved_gpus(exclude=exclude)
+        for node in keep:
+            reserved[node] = reserved.get(node, 0) + gpus_per_pod
+        others = [e for e in self.book.entries() if e.key != exclude and e.topology == snapshot.name]
+        return planning.Inputs(snapshot, reserved, planning.traffic_of(snapshot.fabric, others))
+
+    def _plan(
+        self,
+        gang: gangs.GangIdentity,
+        snapshot: ports.SnapshotView,
+        candidates: Sequence[ids.NodeName],
+        pod: nodes.PodUsage,
+    ) -> reservations.Entry | FilterAnswer:
+        inputs = self._inputs(snapshot, gang.key)
+        allowed = [n for n in candidates if n in snapshot.fabric.hosts]
+        made = planning.plan(inputs, gang, allowed, self.options.placement)
+        if isinstance(made, request.NoFit):
+            return self._no_fit(gang.key, gang.display, gang.tier, gang.required, made, candidates, pod)
+        entry = self.book.reserve(
+            planning.new_entry(gang, snapshot.name, snapshot.fabric, made), self.clock()
+        )
+        self.writer.submit(entry)
+        summary = "; ".join(entry.reasons) or "planned"
+        if entry.degraded_path:
+            self._notice(
+                pod,
+                entry.key,
+                "FabricDegradedPath",
+                f"gang {entry.display} placed on a degraded path (comm slowdown "
+                f"{entry.comm_slowdown:.2f}): no healthy placement exists now; {summary}",
+                True,
+            )
+        else:
+            self._notice(pod, entry.key, "FabricPlanned", f"gang {entry.display}: {summary}", False)
+        return entry
+
+    def _replan(
+        self,
+        entry: reservations.Entry,
+        snapshot: ports.SnapshotView,
+        candidates: Sequence[ids.NodeName],
+        pod: nodes.PodUsage,
+    ) -> reservations.Entry | FilterAnswer:
+        """Plan again the unbound ranks that lost their node (expired, or not a candidate now)."""
+        allowed = set(candidates)
+        moving = [r for r in entry.unbound() if entry.ranks[r] is None or entry.ranks[r] not in allowed]
+        keep = [n for r, n in entry.held() if r not in moving]
+        inputs = self._inputs(snapshot, entry.key, keep, entry.gpus_per_pod)
+        hosts = [n for n in candidates if n in snapshot.fabric.hosts]
+        moved = planning.replan(inputs, entry, moving, hosts, self.options.placement)
+        if isinstance(moved, request.NoFit):
+            return self._no_fit(entry.key, entry.display, entry.tier, entry.required, moved, candidates, pod)
+        updated = self.book.replan(
+            entry.key,
+            {r: n for r, n in enumerate(moved.ranks) if r in moving and n is not None},
+            self.clock(),
+            moved.reasons,
+        )
+        updated = self.book.put(_with_costs(updated, moved.domains, moved.comm_slowdown, moved.degraded_path))
+        self.writer.submit(updated)
+        return updated
+
+    def _no_fit(
+        self,
+        key: ids.GangKey,
+        display: str,
+        tier: str | None,
+        required: bool,
+        why: request.NoFit,
+        candidates: Sequence[str],
+        pod: nodes.PodUsage,
+    ) -> FilterAnswer:
+        if required or why.unresolvable:
+            where = f"one {tier} domain" if required and tier else "this fabric"
+            message = f"gang {display} cannot be placed in {where}: {why.reason}"
+            self._notice(
+                pod, key, "FabricTierUnsatisfiable" if required else "FabricUnplaceable", message, True
+            )
+            return FilterAnswer([], unresolvable=dict.fromkeys(candidates, message))
+        message = f"gang {display} does not fit now: {why.reason}"
+        self._notice(pod, key, "FabricNoFit", message, True)
+        return FilterAnswer([], failed=dict.fromkeys(candidates, message))
+
+    def _assign(self, entry: reservations.Entry, pod: nodes.PodUsage) -> int | None:
+        live = (
+            [
+                p.uid
+                for p in self.state.pods.values()
+                if gangs.membership(p)[0] == entry.key and not gangs.pod_ended(p)
+            ]
+            if pod.uid not in entry.pod_ranks
+            else []
+        )
+        return self.book.assign(entry.key, pod.uid, [*live, pod.uid])
+
+    def _steer(
+        self,
+        entry: reservations.Entry,
+        rank: int,
+        target: ids.NodeName,
+        snapshot: ports.SnapshotView,
+        candidates: Sequence[ids.NodeName],
+    ) -> FilterAnswer:
+        fab = snapshot.fabric
+        reserved = self.book.reserved_gpus(exclude=entry.key)
+        free = {n: snapshot.free_gpus.get(n, 0) - reserved.get(n, 0) for n in reserved}
+        footprint = verdicts.Footprint.of(fab, entry, rank, target)
+        holders = verdicts.holders(self.book.entries(), entry.key) if reserved else {}
+        failed = verdicts.failed(fab, snapshot.name, candidates, footprint, free, entry.gpus_per_pod, holders)
+        return FilterAnswer([target], failed=failed)
+
+    # --- keeping the book current -------------------------------------------------------
+
+    def on_change(self, change: Any) -> None:
+        """The state's subscription callback: quick, synchronous, never raises."""
+        pod = getattr(change, "pod", None)
+        if isinstance(pod, nodes.PodUsage):
+            self._pod_changed(pod, ended=not pod.active or bool(getattr(change, "deleted", False)))
+        job = getattr(change, "job", None)
+        if job is not None and (getattr(job, "finished", False) or getattr(job, "deleted", False)):
+            verb = "finished" if job.finished and not job.deleted else "deleted"
+            for entry in self.book.entries():
+                if entry.namespace == job.namespace and entry.job_uid and entry.job_uid == job.uid:
+                    self._release(entry.key, f"Job {job.namespace}/{job.name} {verb}")
+
+    def _pod_changed(self, pod: nodes.PodUsage, ended: bool) -> None:
+        key, rank = gangs.membership(pod)
+        entry = self.book.get(key)
+        if entry is None:
+            return
+        members = self._bound.setdefault(key, {})
+        if ended or pod.node is None:
+            members.pop(pod.uid, None)
+            if not entry.job_name:
+                self._ended_check.add(key)  # a gang with a Job is released by the Job's end
+        else:
+            members[pod.uid] = (rank, pod.node)
+        self._sync_bound(entry)
+
+    def _sync_bound(self, entry: reservations.Entry) -> None:
+        bound: dict[int, ids.NodeName] = {}
+        for uid, (own, node) in self._bound.get(entry.key, {}).items():
+            rank = own if own is not None else entry.pod_ranks.get(uid)
+            if rank is None:
+                rank = next((r for r, n in enumerate(entry.ranks) if n == node and r not in bound), None)
+            if rank is not None and rank < entry.size:
+                bound[rank] = node
+        changed = self.book.set_bound(entry.key, bound, self.clock())
+        if changed is not None:
+            self.writer.submit(changed)
+
+    def _release(self, key: ids.GangKey, reason: str) -> None:
+        final = self.book.release(key, reason)
+        self._bound.pop(key, None)
+        if final is not None:
+            self.writer.submit(final)
+
+    def housekeeping(self) -> None:
+        """Expire idle reservations; release gangs without a Job once all their pods ended."""
+        for entry in self.book.expire(self.clock()):
+            self.writer.submit(entry)
+        if self._ended_check:
+            waiting, self._ended_check = self._ended_check, set()
+            live = {gangs.membership(p)[0] for p in self.state.pods.values() if not gangs.pod_ended(p)}
+            for key in waiting:
+                if key not in live:
+                    self._release(key, "all pods ended")
+        cutoff = self.clock() - self.options.event_interval_s
+        self._noticed = {k: t for k, t in self._noticed.items() if t > cutoff}
+
+    async def restore(self) -> None:
+        """Rebuild the book from FabricPlacement objects and bound pods (after a restart)."""
+        for manifest in await self.writer.store.load():
+            entry = placements.entry_of(manifest)
+            if entry is not None and entry.active:
+                self.book.put(entry)
+        for pod in self.state.pods.values():
+            if pod.active and pod.node is not None:
+                key, rank = gangs.membership(pod)
+                if self.book.get(key) is not None:
+                    self._bound.setdefault(key, {})[pod.uid] = (rank, pod.node)
+        for entry in self.book.entries():
+            self._sync_bound(entry)
+            job = self.state.job_by_uid(entry.namespace, entry.job_uid) if entry.job_name else None
+            if entry.job_name and (job is None or job.finished or job.deleted):
+                self._release(
+                    entry.key, f"Job {entry.namespace}/{entry.job_name} gone while fabricsched was away"
+                )
+            elif not entry.job_name:
+                self._ended_check.add(entry.key)
+        self.ready = True
+        logger.info("restored %d gang reservations", len(self.book))
+
+    def _notice(
+        self, pod: nodes.PodUsage, key: ids.GangKey, reason: str, message: str, warning: bool
+    ) -> None:
+        now = self.clock()
+        last = self._noticed.get((key, reason))
+        if last is not None and now - last < self.options.event_interval_s:
+            return
+        self._noticed[(key, reason)] = now
+        self.events.pod_event(pod, reason, message, warning)
+
+
+def _facts(job: ports.JobView) -> gangs.JobFacts:
+    return gangs.JobFacts(job.name, job.uid, job.parallelism, job.completions)
+
+
+def _with_costs(
+    entry: reservations.Entry,
+    domains: Mapping[str, tuple[ids.DomainName, ...]],
+    slowdown: float,
+    degraded: bool,
+) -> reservations.Entry:
+    return dataclasses.replace(entry, domains=dict(domains), comm_slowdown=slowdown, degraded_path=degraded)
+
+
+async def run_housekeeping(coordinator: Coordinator, interval_s: float) -> None:
+    """Call ``housekeeping`` every ``interval_s`` until cancelled."""
+    while True:
+        await asyncio.sleep(interval_s)
+        try:
+            coordinator.housekeeping()
+        except Exception:
+            logger.exception("extender housekeeping failed")

@@ -1,0 +1,205 @@
+"""FabricPlacement objects: the book's entries made inspectable, and durable across restarts.
+
+``manifest_of`` and ``entry_of`` convert between a book entry and the object (the pydantic
+models of ``api.placement`` check both ways). ``PlacementWriter`` keeps the writes off the
+request path: decisions ``submit`` an entry and return; a task writes the newest entry of
+each gang. A fresh plan is the exception: its filter call waits (briefly) for the object, so
+a restart right after the first pod binds cannot lose the reservation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+import pydantic
+
+from fabricsched import ids
+from fabricsched.api import placement as api
+from fabricsched.extender import ports, reservations
+
+logger = logging.getLogger(__name__)
+
+RETRY_DELAY_S = 1.0
+
+
+def object_name(entry: reservations.Entry) -> str:
+    """The gang's name: a valid object name already (a label value or a Job name)."""
+    return entry.name.lower()
+
+
+def manifest_of(entry: reservations.Entry) -> dict[str, Any]:
+    """The whole object: metadata (owner Job), spec (the plan) and status (its progress)."""
+    spec = api.FabricPlacementSpec(
+        gang=entry.name,
+        job_uid=entry.job_uid if entry.job_name else "",
+        size=entry.size,
+        gpus_per_pod=entry.gpus_per_pod,
+        tier=api.PlacementTier(
+            name=entry.tier or _lowest(entry),
+            policy=api.TierPolicy.REQUIRED if entry.required else api.TierPolicy.PREFERRED,
+        ),
+        topology=entry.topology,
+        domains={tier: list(names) for tier, names in entry.domains.items()},
+        ranks=[api.RankAssignment(rank=r, node=n) for r, n in enumerate(entry.ranks) if n is not None],
+    )
+    status = api.FabricPlacementStatus(
+        phase=api.PlacementPhase(entry.phase.value),
+        expires_at=_rfc3339(entry.expires_at) if entry.phase == reservations.Phase.RESERVED else None,
+        bound_ranks=sorted(entry.bound),
+        comm_slowdown=entry.comm_slowdown if entry.comm_slowdown >= 1 else 1.0,
+        degraded_path=entry.degraded_path,
+        reasons=list(entry.reasons),
+    )
+    metadata: dict[str, Any] = {"name": object_name(entry), "namespace": entry.namespace}
+    if entry.job_name and entry.job_uid:
+        metadata["ownerReferences"] = [
+            {
+                "apiVersion": "batch/v1",
+                "kind": "Job",
+                "name": entry.job_name,
+                "uid": entry.job_uid,
+                "controller": False,
+                "blockOwnerDeletion": False,
+            }
+        ]
+    obj = api.FabricPlacement(metadata=metadata, spec=spec, status=status)
+    return obj.to_wire()
+
+
+def entry_of(manifest: Mapping[str, Any]) -> reservations.Entry | None:
+    """The book entry an object describes; None for an object we cannot read (logged)."""
+    try:
+        obj = api.FabricPlacement.model_validate(
+            {k: v for k, v in manifest.items() if k in ("apiVersion", "kind", "metadata", "spec", "status")}
+        )
+    except pydantic.ValidationError as e:
+        name = (manifest.get("metadata") or {}).get("name")
+        logger.warning("ignoring unreadable FabricPlacement %s: %s", name, e)
+        return None
+    spec, status = obj.spec, obj.status or api.FabricPlacementStatus()
+    namespace = str(obj.metadata.get("namespace") or "default")
+    owner = next((r for r in obj.metadata.get("ownerReferences") or () if r.get("kind") == "Job"), None)
+    job_name = str(owner["name"]) if owner else None
+    ranks: list[ids.NodeName | None] = [None] * spec.size
+    for assignment in spec.ranks:
+        ranks[assignment.rank] = ids.NodeName(assignment.node)
+    return reservations.Entry(
+        key=ids.gang_key(namespace, spec.gang, spec.job_uid),
+        namespace=namespace,
+        name=spec.gang,
+        job_uid=spec.job_uid,
+        job_name=job_name,
+        size=spec.size,
+        gpus_per_pod=spec.gpus_per_pod,
+        topology=ids.TopologyName(spec.topology),
+        # A default (lowest) preferred tier is written out by name; it reads back the same.
+        tier=spec.tier.name,
+        required=spec.tier.policy == api.TierPolicy.REQUIRED,
+        ranks=tuple(ranks),
+        # Bound ranks are re-derived from the pods; the status only tells which were bound.
+        bound={},
+        expires_at=_epoch(status.expires_at),
+        phase=reservations.Phase(status.phase.value),
+        domains={tier: tuple(ids.DomainName(n) for n in names) for tier, names in spec.domains.items()},
+        comm_slowdown=status.comm_slowdown or 1.0,
+        degraded_path=status.degraded_path,
+        reasons=tuple(status.reasons),
+    )
+
+
+class PlacementWriter:
+    """Writes the newest entry of each submitted gang, one write per gang at a time."""
+
+    def __init__(self, store: ports.PlacementStore, book: reservations.Book) -> None:
+        self.store = store
+        self.book = book
+        self._pending: dict[ids.GangKey, reservations.Entry] = {}
+        self._locks: dict[ids.GangKey, asyncio.Lock] = {}
+        self._wake = asyncio.Event()
+        self.failures = 0
+
+    def submit(self, entry: reservations.Entry) -> None:
+        """Queue the entry; a later submit of the same gang replaces it (only the newest counts)."""
+        self._pending[entry.key] = entry
+        self._wake.set()
+
+    @property
+    def pending(self) -> int:
+        return len(self._pending)
+
+    async def save_now(self, key: ids.GangKey, timeout_s: float) -> bool:
+        """Write the gang's pending entry now, waiting at most ``timeout_s``; False if it did not land
+        (it stays queued for the task)."""
+        try:
+            return await asyncio.wait_for(self._write(key), timeout_s)
+        except TimeoutError:
+            logger.warning("writing FabricPlacement of %s took longer than %.1f s", key, timeout_s)
+            return False
+
+    async def run(self) -> None:
+        """Write submitted entries until cancelled."""
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            failed = False
+            for key in list(self._pending):
+                failed = not await self._write(key) or failed
+            for key in [k for k, lock in self._locks.items() if not lock.locked() and k not in self._pending]:
+                del self._locks[key]
+            if failed:
+                await asyncio.sleep(RETRY_DELAY_S)
+                self._wake.set()
+
+    async def flush(self, timeout_s: float) -> None:
+        """Write everything pending (tests, shutdown)."""
+
+        async def _all() -> None:
+            for key in list(self._pending):
+                await self._write(key)
+
+        try:
+            await asyncio.wait_for(_all(), timeout_s)
+        except TimeoutError:
+            logger.warning("%d FabricPlacement writes still pending at shutdown", len(self._pending))
+
+    async def _write(self, key: ids.GangKey) -> bool:
+        lock = self._locks.setdefault(key, asyncio.Lock())
+        async with lock:
+            entry = self._pending.pop(key, None)
+            if entry is None:
+                return True  # written meanwhile by another caller
+            try:
+                await self.store.save(manifest_of(entry))
+            except ports.Rejected as e:
+                # The API server refuses the object itself: retrying the same one cannot help.
+                self.failures += 1
+                logger.error("FabricPlacement %s rejected: %s", entry.display, e)
+                return True
+            except Exception as e:
+                self.failures += 1
+                # Keep it unless a newer entry arrived while this one was being written.
+                self._pending.setdefault(key, entry)
+                logger.warning("could not write FabricPlacement %s: %s", entry.display, e)
+                return False
+            return True
+
+
+def _lowest(entry: reservations.Entry) -> str:
+    # The preferred default is the lowest tier; the first domains key is the lowest tier used.
+    return next(iter(entry.domains), "leaf")
+
+
+def _rfc3339(epoch: float) -> str:
+    stamp = datetime.datetime.fromtimestamp(epoch, datetime.UTC)
+    return stamp.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _epoch(text: str | None) -> float:
+    if not text:
+        return 0.0
+    stamp = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return stamp.timestamp()

@@ -1,0 +1,311 @@
+"""The placement engine: one gang, the fabric, free GPUs and running traffic -> a plan or NoFit.
+
+The extender (first pod of each gang), the simulator (``fabric`` and ``tas-bestfit``) and the
+benchmarks all call ``place``; DESIGN.md "Placement rules" is the specification.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from fabricsched import ids
+from fabricsched.placement import capacity, ranks, reasons, request, singles, slots, tree
+from fabricsched.topology import fabric
+
+DomainKey = fabric.DomainKey
+Mode = slots.Mode
+
+
+@dataclass(frozen=True)
+class _Choice:
+    level: int
+    """Tier index of the holding domain (``levels`` for the whole fabric)."""
+    holder: DomainKey
+    split: slots.Split
+
+
+# Algorithm overview
+# ------------------
+# 1. One pass over the free map turns GPUs into pod slots (free // gpus_per_pod) on candidate
+#    hosts, summed per leaf (slots.base). Everything after works on domain sums.
+# 2. One host first: a gang that fits one host uses no fabric at all (singles: rule 3 for a
+#    single pod, best fit for a multi-pod gang). Health does not matter there.
+# 3. Otherwise climb the levels, lowest first: one leaf, one spine, ..., the whole fabric
+#    (rule 2), stopping at the required tier. At each level the holders are the domains whose
+#    usable slots (slots.Room.full) reach the gang size. Health-aware, "usable" first
+#    means healthy: no degraded host, no degraded uplink below the holder, where every
+#    domain is partially spanned (rule 1). The first level with a holder wins; among its
+#    holders: fewest domains per tier, then lowest comm_slowdown given the traffic, then
+#    best fit (least room left in the holder), then name. Inside a holder pods go to the
+#    largest children whole and the smallest child that takes the rest (slots.pack);
+#    with traffic, a second split favouring quiet uplinks competes on the same key.
+# 4. No healthy plan but health-aware: every holder at every allowed level whose room
+#    without down elements suffices is split healthiest-first, and the plan with the lowest
+#    exact comm_slowdown wins (then level, shape, fit, name). It is placed now and says so.
+# 5. Nothing: NoFit, unresolvable when the gang could not fit even the empty fabric (or any
+#    domain of its required tier), with the reason.
+# Ranks follow the fabric (ranks.order); the plan's comm_slowdown and degraded_path are the
+# capacity model's, computed on the final ranks with the true health.
+def place(
+    fab: fabric.Fabric,
+    free: Mapping[ids.NodeName, int],
+    gang: request.GangRequest,
+    traffic: capacity.Traffic | None = None,
+    options: request.PlacementOptions = request.PlacementOptions(),  # noqa: B008 - frozen, shared safely
+    candidates: Collection[ids.NodeName] | None = None,
+) -> request.Plan | request.NoFit:
+    """Plan ``gang`` on ``fab``, or say why not.
+
+    ``free`` is GPUs free per host after every other gang's reservation; ``candidates``
+    restricts the hosts (the nodes the kube-scheduler passed). ``traffic`` is the load of the
+    gangs running now, without this one. ``Plan.tier`` is None on one host, the holding
+    domain's tier index otherwise, and ``len(fab.tiers)`` when the gang spans several
+    top-tier domains.
+    """
+    pods, g = gang.pods, gang.gpus_per_pod
+    if pods < 1 or g < 1:
+        return request.NoFit(f"invalid gang: {reasons.gang(pods, g)}", unresolvable=True)
+    index = tree.of(fab)
+    if gang.tier is not None and not 0 <= gang.tier < index.levels:
+        return request.NoFit(f"no tier index {gang.tier} in a fabric of {index.levels} tiers",
+                             unresolvable=True)
+    top = gang.tier if gang.required and gang.tier is not None else index.levels
+    allowed = candidates
+    if allowed is not None and not isinstance(allowed, set | frozenset):
+        allowed = frozenset(allowed)
+    start = slots.base(index, free, g, allowed)
+    aware = options.health_aware
+
+    one = singles.pick(fab, index, start, free, pods, aware)
+    if one is not None:
+        host, why = one
+        return _plan(fab, {host: pods}, None, g, traffic, [why])
+    if pods == 1:
+        return _no_fit(fab, index, start, gang, top, None)
+
+    rooms: dict[Mode, slots.Room] = {}
+
+    def room(mode: Mode) -> slots.Room:
+        if mode not in rooms:
+            rooms[mode] = slots.room(fab, index, start, mode)
+        return rooms[mode]
+
+    unhealthy = bool(index.degraded_hosts or index.degraded_domains)
+    choice = _best(fab, index, room(Mode.HEALTHY if aware else Mode.NOT_DOWN), pods, g, top, traffic, aware)
+    if choice is not None:
+        notes: list[str] = []
+        if aware and unhealthy:
+            holders = [choice.holder]
+            lower = _lowest(index, room(Mode.NOT_DOWN), pods, top)
+            if lower is not None and lower[0] < choice.level:
+                holders.append(lower)
+                notes.append(f"a lower tier ({reasons.tier_name(fab, lower[0])}) would hold it only across "
+                             "degraded elements")
+            notes.extend(reasons.avoided(fab, index, start, holders))
+        return _plan_of(fab, index, gang, choice, g, traffic, notes)
+    if aware and unhealthy:
+        rescue = _fallback(fab, index, room(Mode.NOT_DOWN), room(Mode.HEALTHY), pods, g, top, traffic)
+        if rescue is not None:
+            plan = _plan_of(fab, index, gang, rescue, g, traffic, [])
+            why = reasons.fallback(fab, plan.ranks, plan.comm_slowdown)
+            return _plan(fab, rescue.split.hosts, rescue.level, g, traffic, [why, *plan.reasons])
+    return _no_fit(fab, index, start, gang, top, room(Mode.NOT_DOWN))
+
+
+def _lowest(index: tree.Tree, space: slots.Room, pods: int, top: int) -> DomainKey | None:
+    """The holder a plan would use at the lowest level with room in ``space`` (best fit)."""
+    for level in range(top + 1):
+        fits = [k for k in index.by_tier[level] if space.full[k] >= pods]
+        if fits:
+            return min(fits, key=lambda k: (space.full[k] - pods, k[1]))
+    return None
+
+
+def _best(
+    fab: fabric.Fabric,
+    index: tree.Tree,
+    space: slots.Room,
+    pods: int,
+    g: int,
+    top: int,
+    traffic: capacity.Traffic | None,
+    aware: bool,
+) -> _Choice | None:
+    """Rule 2 in ``space``: the lowest level with a holder, then shape, slowdown, fit, name."""
+    for level in range(top + 1):
+        holders = [k for k in index.by_tier[level] if space.full[k] >= pods]
+        if not holders:
+            continue
+        if index.is_leaf(holders[0]):
+            # Inside one leaf nothing is partially spanned and every usable host is alike:
+            # only the fit tells holders apart.
+            holder = min(holders, key=lambda k: (space.full[k] - pods, k[1]))
+            found = slots.split(index, space, holder, pods, slots.pack, slots.pack, slots.pack)
+            return _Choice(level, holder, found) if found is not None else None
+        best: tuple[tuple[object, ...], DomainKey, slots.Chooser[DomainKey]] | None = None
+        for holder in holders:
+            for first in _first_splits(fab, index, holder, traffic, aware):
+                shaped = slots.split(index, space, holder, pods, first, slots.pack, None)
+                if shaped is None:
+                    continue
+                slowdown = capacity.slowdown_of_counts(fab, shaped.domains, pods, g, traffic, aware)
+                rank = (slots.shape(index, holder, shaped.domains), round(slowdown, 9),
+                        space.full[holder] - pods, holder[1])
+                if best is None or rank < best[0]:
+                    best = (rank, holder, first)
+        if best is None:
+            continue
+        _, holder, first = best
+        found = slots.split(index, space, holder, pods, first, slots.pack, slots.pack)
+        return _Choice(level, holder, found) if found is not None else None
+    return None
+
+
+def _first_splits(
+    fab: fabric.Fabric, index: tree.Tree, holder: DomainKey, traffic: capacity.Traffic | None, aware: bool
+) -> list[slots.Chooser[DomainKey]]:
+    """How to split the holder among its children: packed, and, when some child's uplinks
+    already carry traffic, quietest uplinks first."""
+    choosers: list[slots.Chooser[DomainKey]] = [slots.pack]
+    if traffic and any(c in traffic.load for c in index.children[holder]):
+        def quiet_first(
+            items: Sequence[tuple[DomainKey, int]], pods: int
+        ) -> list[tuple[DomainKey, int]] | None:
+            return slots.fill(items, pods, key=lambda it: (
+                round(capacity.domain_load(fab, it[0], 0.0, traffic, aware), 9), -it[1], it[0]))
+        choosers.append(quiet_first)
+    return choosers
+
+
+def _fallback(
+    fab: fabric.Fabric,
+    index: tree.Tree,
+    space: slots.Room,
+    healthy: slots.Room,
+    pods: int,
+    g: int,
+    top: int,
+    traffic: capacity.Traffic | None,
+) -> _Choice | None:
+    """Rule 1's escape: no healthy plan, so the lowest exact comm_slowdown without down elements.
+
+    Rare, so it may try every holder of every level, a few ways each, and pick hosts in each:
+    healthiest uplinks first, most healthy room first, and plain packing (when traffic, not
+    health, is what slows every plan down). Hosts are always taken healthiest first.
+    """
+    def by(order: Callable[[DomainKey, int], tuple[Any, ...]]) -> slots.Chooser[DomainKey]:
+        def choose(items: Sequence[tuple[DomainKey, int]], n: int) -> list[tuple[DomainKey, int]] | None:
+            return slots.fill(items, n, key=lambda it: (*order(*it), it[0]))
+        return choose
+
+    choosers: list[slots.Chooser[DomainKey]] = [
+        by(lambda k, cap: (-fab.domains[k].uplink_health, -cap)),
+        by(lambda k, cap: (-healthy.part[k], -fab.domains[k].uplink_health, -cap)),
+        slots.pack,
+    ]
+
+    def healthiest_hosts(
+        items: Sequence[tuple[ids.NodeName, int]], n: int
+    ) -> list[tuple[ids.NodeName, int]] | None:
+        return slots.fill(items, n, key=lambda it: (-fab.hosts[it[0]].health, -it[1], it[0]))
+
+    best: tuple[tuple[Any, ...], _Choice] | None = None
+    for level in range(top + 1):
+        for holder in index.by_tier[level]:
+            if space.full[holder] < pods:
+                continue
+            for choose in choosers:
+                found = slots.split(index, space, holder, pods, choose, choose, healthiest_hosts)
+                if found is None:
+                    continue
+                slowdown = capacity.comm_slowdown(fab, ranks.order(fab, found.hosts), g, traffic)
+                if math.isinf(slowdown):
+                    continue
+                rank = (round(slowdown, 9), level, slots.shape(index, holder, found.domains),
+                        space.full[holder] - pods, holder[1])
+                if best is None or rank < best[0]:
+                    best = (rank, _Choice(level, holder, found))
+                if index.is_leaf(holder):
+                    break  # no domains to split: the other orders pick the same hosts
+    return best[1] if best is not None else None
+
+
+def _plan_of(
+    fab: fabric.Fabric,
+    index: tree.Tree,
+    gang: request.GangRequest,
+    choice: _Choice,
+    g: int,
+    traffic: capacity.Traffic | None,
+    notes: Sequence[str],
+) -> request.Plan:
+    why = [reasons.shape(fab, index, choice.holder, choice.split.domains)]
+    if not gang.required and gang.tier is not None and choice.level > gang.tier:
+        name = reasons.tier_name(fab, gang.tier)
+        why.append(f"preferred tier {name}: no single {name} holds it now")
+    plan = _plan(fab, choice.split.hosts, choice.level, g, traffic, [*why, *notes])
+    if plan.degraded_path:
+        return plan
+    extra = reasons.slowdown_note(fab, plan.ranks, g, traffic, plan.comm_slowdown)
+    if not extra:
+        return plan
+    return _plan(fab, choice.split.hosts, choice.level, g, traffic, [*plan.reasons, *extra])
+
+
+def _plan(
+    fab: fabric.Fabric,
+    pods_per_host: Mapping[ids.NodeName, int],
+    tier: int | None,
+    g: int,
+    traffic: capacity.Traffic | None,
+    why: Sequence[str],
+) -> request.Plan:
+    order = ranks.order(fab, pods_per_host)
+    return request.Plan(
+        ranks=order,
+        tier=tier,
+        domains=ranks.domains_used(fab, order),
+        comm_slowdown=capacity.comm_slowdown(fab, order, g, traffic),
+        degraded_path=capacity.on_degraded_path(fab, order),
+        reasons=tuple(why),
+    )
+
+
+def _no_fit(
+    fab: fabric.Fabric,
+    index: tree.Tree,
+    start: slots.Base,
+    gang: request.GangRequest,
+    top: int,
+    usable: slots.Room | None,
+) -> request.NoFit:
+    """Why not, and whether it ever could: judged on the empty fabric, whatever its health."""
+    pods, g = gang.pods, gang.gpus_per_pod
+    what = reasons.gang(pods, g)
+    largest = max((h.gpus for h in fab.hosts.values()), default=0)
+    if largest < g:
+        return request.NoFit(f"no host has {g} GPUs (largest: {largest})", unresolvable=True)
+    if usable is None:
+        return request.NoFit(f"no candidate host has {g} free GPUs for {what}")
+    down = sum(start.slots.values()) - sum(usable.slots.values())
+    down_note = f" ({down} more only on down elements)" if down > 0 else ""
+    if top < index.levels:
+        name = reasons.tier_name(fab, top)
+        empty = {k: sum(fab.hosts[h].gpus // g for h in fab.domains[k].hosts) for k in index.by_tier[top]}
+        biggest = max(sorted(empty), key=lambda k: empty[k], default=None)
+        if biggest is None or empty[biggest] < pods:
+            holds = f"largest, {biggest[1]}, holds {empty[biggest]} when empty" if biggest else f"no {name}"
+            return request.NoFit(f"required tier {name}: no {name} could ever hold {what} ({holds})",
+                                 unresolvable=True)
+        most = max(sorted(index.by_tier[top]), key=lambda k: usable.full[k])
+        return request.NoFit(f"required tier {name}: no {name} has room for {what} now "
+                             f"(most: {most[1]} with room for {usable.full[most]}){down_note}")
+    empty_total = sum(h.gpus // g for h in fab.hosts.values())
+    if empty_total < pods:
+        return request.NoFit(f"the fabric could never hold {what} (room for {empty_total} when empty)",
+                             unresolvable=True)
+    return request.NoFit(f"room for {usable.full[index.root]} of {what} on "
+                         f"{sum(1 for n in start.slots.values() if n)} candidate hosts{down_note}")

@@ -1,0 +1,133 @@
+"""The fabric tree as the engine walks it: built once per snapshot, shared by every decision.
+
+A ``Fabric`` is immutable, so its index is too; ``of`` memoises it per snapshot object (the
+snapshot pattern: rebuild per change that matters, decide many times on the same one). The
+memo holds no settings and changes no result, it only saves the per-host work at 10k hosts.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from fabricsched import ids
+from fabricsched.topology import fabric
+
+DomainKey = fabric.DomainKey
+
+
+def host_down(host: fabric.Host) -> bool:
+    """The host's fabric access links carry nothing."""
+    return host.health <= 0 or host.state is fabric.HealthState.DOWN
+
+
+def host_degraded(host: fabric.Host) -> bool:
+    """Degraded or down: anything but a fully healthy access link."""
+    return host.health < 1 or host.state is not fabric.HealthState.HEALTHY
+
+
+def domain_down(domain: fabric.Domain) -> bool:
+    """The domain's uplinks carry nothing (traffic that leaves it cannot flow)."""
+    return domain.uplink_health <= 0 or domain.state is fabric.HealthState.DOWN
+
+
+def domain_degraded(domain: fabric.Domain) -> bool:
+    return domain.uplink_health < 1 or domain.state is not fabric.HealthState.HEALTHY
+
+
+@dataclass(frozen=True)
+class Tree:
+    """Keys and links of one fabric, in deterministic (name) order.
+
+    The whole fabric is a pseudo-domain ``root`` = ``(len(tiers), "")``: a gang that spans
+    several top-tier domains is "inside the root", and those top-tier domains are then
+    partially spanned (their uplinks carry its traffic).
+    """
+
+    levels: int
+    """Number of tiers; ``root`` sits at this tier index."""
+    root: DomainKey
+    by_tier: tuple[tuple[DomainKey, ...], ...]
+    """Domain keys per tier sorted by name; ``by_tier[levels]`` is ``(root,)``."""
+    children: Mapping[DomainKey, tuple[DomainKey, ...]]
+    """Child domains of every domain above tier 0, and of the root when there are tiers."""
+    hosts_under: Mapping[DomainKey, tuple[ids.NodeName, ...]]
+    """Hosts directly below every tier-0 domain (and below the root of a tier-less fabric)."""
+    leaf_of: Mapping[ids.NodeName, DomainKey]
+    """The domain a host hangs from: its tier-0 domain, or the root of a tier-less fabric."""
+    order: tuple[ids.NodeName, ...]
+    """Every host, grouped by the domain it hangs from (``leaves`` order), in fabric order."""
+    leaves: tuple[DomainKey, ...]
+    """The domains hosts hang from, in ``order``: ``order[bounds[i][0]:bounds[i][1]]`` hang from ``leaves[i]``."""
+    bounds: tuple[tuple[int, int], ...]
+    leaf_gpus: tuple[int, ...]
+    """Total GPUs per entry of ``leaves``."""
+    degraded_hosts: tuple[ids.NodeName, ...]
+    """Hosts whose access link is degraded or down, by name."""
+    degraded_domains: tuple[DomainKey, ...]
+    """Domains whose uplinks are degraded or down, by key."""
+
+    def is_leaf(self, key: DomainKey) -> bool:
+        return key in self.hosts_under
+
+    def contains(self, fab: fabric.Fabric, outer: DomainKey, host: ids.NodeName) -> bool:
+        """The host sits below ``outer`` (everything sits below the root)."""
+        tier, name = outer
+        return tier >= self.levels or fab.hosts[host].path[tier] == name
+
+
+_MEMO: dict[int, Tree] = {}
+
+
+def of(fab: fabric.Fabric) -> Tree:
+    """The index of ``fab``, built on first use and dropped with the snapshot."""
+    found = _MEMO.get(id(fab))
+    if found is None:
+        found = build(fab)
+        _MEMO[id(fab)] = found
+        weakref.finalize(fab, _MEMO.pop, id(fab), None)
+    return found
+
+
+def build(fab: fabric.Fabric) -> Tree:
+    levels = len(fab.tiers)
+    root: DomainKey = (levels, ids.DomainName(""))
+    by_tier: list[list[DomainKey]] = [[] for _ in range(levels)]
+    for key in fab.domains:
+        by_tier[key[0]].append(key)
+    for keys in by_tier:
+        keys.sort(key=lambda k: k[1])
+    children: dict[DomainKey, tuple[DomainKey, ...]] = {}
+    hosts_under: dict[DomainKey, tuple[ids.NodeName, ...]] = {}
+    for key, domain in fab.domains.items():
+        if key[0] == 0:
+            hosts_under[key] = domain.hosts
+        else:
+            children[key] = tuple(sorted(((key[0] - 1, c) for c in domain.children), key=lambda k: k[1]))
+    if levels:
+        children[root] = tuple(by_tier[levels - 1])
+        leaf_of = {name: (0, host.path[0]) for name, host in fab.hosts.items()}
+    else:
+        hosts_under[root] = tuple(sorted(fab.hosts))
+        leaf_of = {name: root for name in fab.hosts}
+    leaves = tuple(by_tier[0]) if levels else (root,)
+    order: list[ids.NodeName] = []
+    bounds: list[tuple[int, int]] = []
+    for leaf in leaves:
+        bounds.append((len(order), len(order) + len(hosts_under[leaf])))
+        order.extend(hosts_under[leaf])
+    return Tree(
+        levels=levels,
+        order=tuple(order),
+        leaves=leaves,
+        bounds=tuple(bounds),
+        leaf_gpus=tuple(sum(fab.hosts[h].gpus for h in hosts_under[leaf]) for leaf in leaves),
+        root=root,
+        by_tier=(*(tuple(keys) for keys in by_tier), (root,)),
+        children=children,
+        hosts_under=hosts_under,
+        leaf_of=leaf_of,
+        degraded_hosts=tuple(sorted(n for n, h in fab.hosts.items() if host_degraded(h))),
+        degraded_domains=tuple(sorted(k for k, d in fab.domains.items() if domain_degraded(d))),
+    )

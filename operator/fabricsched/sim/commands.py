@@ -1,0 +1,171 @@
+"""``fabricsched simulate``, ``fabricsched trace generate`` and ``fabricsched trace fabric``.
+
+The adapter around the pure simulation: reads the files, runs the policies, writes result.json,
+prints the tables. Input errors print as ``file:line: message`` and exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from fabricsched.sim import (
+    engine,
+    errors,
+    fabrics,
+    manifests,
+    plots,
+    policies,
+    report,
+    results,
+    scenario,
+    traces,
+)
+from fabricsched.topology import nodes as topo_nodes
+
+INPUT_ERROR = 2
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    sim = sub.add_parser(
+        "simulate", help="replay a job trace on a fabric under a placement policy",
+        description="Replay a job trace (and health events) on a fabric; write result.json and a summary.")
+    sim.add_argument("--nodes", required=True, type=Path, help="NodeList YAML (kubectl get nodes -o yaml)")
+    sim.add_argument("--topology", required=True, type=Path, help="FabricTopology YAML")
+    sim.add_argument("--jobs", required=True, type=Path,
+                     help="CSV: name,submit_s,pods,gpus_per_pod,duration_s,required_tier")
+    sim.add_argument("--events", type=Path, help="CSV: time_s,target_kind,target,state,capacity")
+    sim.add_argument("--policy", choices=policies.POLICY_NAMES, default="fabric")
+    sim.add_argument("--seed", type=int, default=0, help="seed of the default and random policies' choices")
+    sim.add_argument("--out", required=True, type=Path,
+                     help="result.json; with --compare a directory that gets result-<policy>.json each")
+    sim.add_argument("--compare", action="store_true", help="run every policy and print them side by side")
+    sim.add_argument("--plot", type=Path, help="PNG: slowdown CDF, wait CDF, utilisation over time")
+    sim.add_argument("--quiet", action="store_true", help="no progress bar, no table")
+    sim.set_defaults(handler=simulate)
+
+    trace = sub.add_parser("trace", help="generate simulator inputs")
+    trace_sub = trace.add_subparsers(dest="trace_command", required=True)
+    gen = trace_sub.add_parser(
+        "generate", help="a synthetic job trace (CSV)",
+        description="Jobs drawn from a size mix with Poisson arrivals sized to an offered load.")
+    size = gen.add_mutually_exclusive_group(required=True)
+    size.add_argument("--nodes", type=Path, help="NodeList YAML: the cluster the load refers to")
+    size.add_argument("--gpus", type=int, help="total GPUs the load refers to")
+    gen.add_argument("--gpu-resource", default="nvidia.com/gpu", help="with --nodes: the GPU resource name")
+    gen.add_argument("--jobs", type=int, required=True, help="number of jobs")
+    gen.add_argument("--load", type=float, default=0.8, help="offered load: GPU-seconds asked per GPU-second")
+    gen.add_argument("--seed", type=int, default=0)
+    gen.add_argument("--mix", default=traces.DEFAULT_MIX, help="PODSxGPUS[@TIER]:WEIGHT,... (by job count)")
+    gen.add_argument("--duration-dist", default=traces.DEFAULT_DURATION,
+                     help="lognormal:median=S,sigma=X | exp:mean=S | fixed:S")
+    gen.add_argument("--out", type=Path, required=True)
+    gen.set_defaults(handler=generate_trace)
+
+    fab = trace_sub.add_parser(
+        "fabric", help="a sample fabric: nodes YAML and FabricTopology YAML",
+        description="Write a NodeList (as kubectl prints it) and a matching FabricTopology.")
+    shape = fab.add_mutually_exclusive_group(required=True)
+    shape.add_argument("--preset", choices=sorted(fabrics.PRESETS))
+    shape.add_argument("--layout",
+                       help="top tier first: NAME:COUNT[:OVERSUBSCRIPTION],... e.g. spine:1,leaf:63:2")
+    fab.add_argument("--hosts-per-leaf", type=int, default=16, help="with --layout")
+    fab.add_argument("--gpus-per-host", type=int, default=8, help="with --layout")
+    fab.add_argument("--name", default="ib-sim", help="FabricTopology name")
+    fab.add_argument("--nodes-out", type=Path, required=True)
+    fab.add_argument("--topology-out", type=Path, required=True)
+    fab.set_defaults(handler=generate_fabric)
+
+
+def _fail(message: str) -> int:
+    print(f"fabricsched: {message}", file=sys.stderr)
+    return INPUT_ERROR
+
+
+def simulate(args: argparse.Namespace) -> int:
+    try:
+        scn = scenario.load(args.nodes, args.topology, args.jobs, args.events)
+    except errors.SimInputError as e:
+        print(str(e), file=sys.stderr)
+        return INPUT_ERROR
+    if not args.quiet:
+        for conflict in scn.conflicts:
+            print(f"{args.nodes}: warning: left out of the fabric: {conflict.message}", file=sys.stderr)
+    names = list(policies.POLICY_NAMES) if args.compare else [args.policy]
+    if args.compare:
+        if args.out.exists() and not args.out.is_dir():
+            return _fail(f"--out {args.out}: with --compare, --out must be a directory")
+        args.out.mkdir(parents=True, exist_ok=True)
+    documents: dict[str, dict[str, Any]] = {}
+    total_gpus = 0
+    for name in names:
+        bar = report.ProgressBar(name) if not args.quiet else None
+        run = engine.simulate(scn, policies.make(name, args.seed), bar)
+        if bar is not None:
+            bar.close()
+        total_gpus = run.total_gpus
+        documents[name] = results.document(run)
+        target = args.out / f"result-{name}.json" if args.compare else args.out
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(json.dumps(documents[name], indent=1) + "\n", encoding="utf-8")
+    if not args.quiet:
+        print(report.table({n: d["summary"] for n, d in documents.items()}))
+    if args.plot is not None:
+        try:
+            plots.plot(documents, total_gpus, args.plot, title=args.jobs.name)
+        except plots.PlotUnavailable as e:
+            return _fail(str(e))
+    return 0
+
+
+def generate_trace(args: argparse.Namespace) -> int:
+    try:
+        mix = traces.parse_mix(args.mix)
+        duration = traces.parse_duration(args.duration_dist)
+    except ValueError as e:
+        return _fail(str(e))
+    if args.jobs < 1 or args.load <= 0:
+        return _fail("--jobs must be >= 1 and --load > 0")
+    if args.nodes is not None:
+        try:
+            infos = [topo_nodes.NodeInfo.from_manifest(n.manifest) for n in manifests.read_nodes(args.nodes)]
+        except errors.SimInputError as e:
+            print(str(e), file=sys.stderr)
+            return INPUT_ERROR
+        per_host = [g for g in (i.gpus(args.gpu_resource) for i in infos) if g > 0]
+        total = sum(per_host)
+        sizes = {e.gpus_per_pod for e in mix}
+        max_pods = {s: sum(g // s for g in per_host) for s in sizes}
+    else:
+        total, max_pods = args.gpus, None
+    if total <= 0:
+        return _fail("the cluster has no GPUs")
+    options = traces.TraceOptions(args.jobs, total, args.load, args.seed, mix, duration, max_pods)
+    try:
+        jobs = traces.generate(options)
+    except ValueError as e:
+        return _fail(str(e))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(traces.to_csv(jobs), encoding="utf-8")
+    return 0
+
+
+def generate_fabric(args: argparse.Namespace) -> int:
+    if args.preset:
+        layout = fabrics.PRESETS[args.preset]
+    else:
+        try:
+            layout = fabrics.parse_layout(args.layout, args.hosts_per_leaf, args.gpus_per_host)
+        except ValueError as e:
+            return _fail(str(e))
+    for path, doc in ((args.nodes_out, fabrics.node_list(layout)),
+                      (args.topology_out, fabrics.topology(layout, args.name))):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # Nodes keep kubectl's sorted keys; the topology reads better in declaration order.
+        path.write_text(yaml.safe_dump(doc, sort_keys=path is args.nodes_out), encoding="utf-8")
+    return 0

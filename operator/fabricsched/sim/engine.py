@@ -1,0 +1,264 @@
+"""The event-driven simulation: jobs arrive, wait, start all-or-nothing, run stretched, end.
+
+Algorithm overview
+------------------
+Events sit in one heap ordered by (time, kind): at equal timestamps job ends come first, then
+health events (and due recovery re-checks), then submissions. After all events of a timestamp,
+queued jobs are tried in submit order and each that fits starts (greedy backfill: a big job at
+the head does not block smaller ones behind it).
+
+A start asks the policy for ranks, then prices them with the capacity model
+(``placement.capacity``) against the traffic of the gangs running at that moment, the job
+included; the job runs ``duration x comm_slowdown``, fixed at start. Health events feed the
+topology's ``HealthTracker`` as source "event", so its hysteresis applies: a worsening counts at
+once, a recovery after ``recoverAfterSeconds`` (a re-check is scheduled when one falls due).
+The fabric snapshot is rebuilt (incrementally) only when the effective health changes.
+
+Cost: a job that could not start stays failed until capacity comes back (an end or a health
+change): placements only consume. So a timestamp with only submissions tries only the new
+jobs, and within one pass a job is skipped without asking the policy when the free pod slots
+of its size are too few, or when a job of the same shape and constraint, no larger, already
+failed in this pass.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from fabricsched import ids
+from fabricsched.placement import capacity, placing, request, tree
+from fabricsched.sim import policies, records, results, scenario
+from fabricsched.topology import fabric, health
+
+_END, _HEALTH, _SUBMIT = 0, 1, 2
+
+Progress = Callable[[int, int], None]
+"""Called with (jobs finished or started so far, jobs in all) as the run advances."""
+
+
+@dataclass
+class _Running:
+    index: int
+    ranks: tuple[ids.NodeName, ...]
+
+
+class _Free:
+    """Free GPUs per host, with the free pod slots of every pod size kept up to date.
+
+    The slots (sum over hosts of free // g) are a necessary condition for any policy: a job
+    whose pods outnumber them cannot start, whatever the fabric looks like.
+    """
+
+    def __init__(self, structure: fabric.Fabric, sizes: set[int]) -> None:
+        self.gpus: dict[ids.NodeName, int] = {n: h.gpus for n, h in structure.hosts.items()}
+        self.slots = {g: sum(v // g for v in self.gpus.values()) for g in sizes}
+
+    def take(self, ranks: tuple[ids.NodeName, ...], g: int) -> None:
+        self._change(ranks, -g)
+
+    def give(self, ranks: tuple[ids.NodeName, ...], g: int) -> None:
+        self._change(ranks, g)
+
+    def _change(self, ranks: tuple[ids.NodeName, ...], delta: int) -> None:
+        for name in ranks:
+            old = self.gpus[name]
+            new = old + delta
+            if new < 0:
+                raise RuntimeError(f"policy over-committed host {name}: {old} GPUs free, {-delta} asked")
+            self.gpus[name] = new
+            for size in self.slots:
+                self.slots[size] += new // size - old // size
+
+
+class Simulation:
+    """One run of one policy over one scenario. Pure: no files, no clock."""
+
+    def __init__(self, scn: scenario.Scenario, policy: policies.Policy) -> None:
+        self.scn = scn
+        self.policy = policy
+        self.index = scn.new_index()
+        self.tracker = health.HealthTracker(
+            scn.spec.health.recover_after_seconds, scn.spec.health.degraded_capacity)
+        self.snapshot = scn.structure
+        self.traffic = capacity.Traffic()
+        self.free = _Free(scn.structure, {j.gpus_per_pod for j in scn.jobs})
+        self.heap: list[tuple[float, int, int, int]] = []
+        self.outcomes: list[results.Outcome] = [results.Outcome(job) for job in scn.jobs]
+        self.running: dict[int, _Running] = {}
+        self.ticks: set[float] = set()
+        self._floors: dict[tuple[int, int], float] = {}
+        self._leaf_slots: dict[int, int] = {}
+        self._checker = request.PlacementOptions(health_aware=True)
+        self._applied: dict[health.ElementId, health.ElementHealth] = {}
+
+    # -- events ---------------------------------------------------------------------------
+
+    def run(self, progress: Progress | None = None) -> results.Run:
+        for i, job in enumerate(self.scn.jobs):
+            heapq.heappush(self.heap, (job.submit_s, _SUBMIT, i, i))
+        for i, event in enumerate(self.scn.events):
+            heapq.heappush(self.heap, (event.time_s, _HEALTH, i, i))
+        self._initial_health(min([0.0, *(j.submit_s for j in self.scn.jobs)]))
+        queue: list[int] = []
+        done = 0
+        while self.heap:
+            now = self.heap[0][0]
+            arrived: list[int] = []
+            capacity_back = False
+            while self.heap and self.heap[0][0] == now:
+                _, kind, _, payload = heapq.heappop(self.heap)
+                if kind == _END:
+                    self._end(payload)
+                    capacity_back = True
+                elif kind == _HEALTH:
+                    capacity_back |= self._health(now, payload)
+                else:
+                    arrived.append(payload)
+            queue.extend(arrived)
+            tried = queue if capacity_back else arrived
+            started = self._pass(now, tried)
+            if started:
+                queue = [i for i in queue if i not in started]
+                done += len(started)
+                if progress is not None:
+                    progress(done, len(self.scn.jobs))
+        structure = self.scn.structure
+        return results.Run(self.policy.name, tuple(self.outcomes),
+                           sum(h.gpus for h in structure.hosts.values()), structure.tiers[0].name)
+
+    def _initial_health(self, now: float) -> None:
+        """Conditions, labels and spec.links hold from the start; they never change in a run."""
+        observed: dict[str, list[health.Observation]] = {"condition": [], "label": []}
+        for node in self.scn.nodes:
+            for obs in health.observations_from_node(self.scn.spec, node):
+                observed[obs.source].append(obs)
+        self.tracker.update(now, "spec.links", health.observations_from_links(self.scn.spec))
+        for source, found in observed.items():
+            self.tracker.update(now, source, found)  # type: ignore[arg-type]
+        self._sync_health(now)
+
+    def _health(self, now: float, payload: int) -> bool:
+        """Apply one events-file row (or a due recovery, payload -1); True when health changed."""
+        if payload >= 0:
+            event = self.scn.events[payload]
+            element = (health.ElementId.node(str(event.node)) if event.kind == "node"
+                       else health.ElementId.domain(str(event.tier), str(event.domain)))
+            found = [] if event.state.value == "healthy" else [health.Observation(
+                element, fabric.HealthState(event.state.value), event.capacity, "event",
+                f"events file line {event.line}")]
+            self.tracker.update(now, "event", found, scope={element})
+        else:
+            self.ticks.discard(now)
+            self.tracker.tick(now)
+        return self._sync_health(now)
+
+    def _sync_health(self, now: float) -> bool:
+        """Push the tracker's effective view into the fabric index; rebuild the snapshot if needed."""
+        effective = self.tracker.effective()
+        changed = False
+        for element in set(effective) | set(self._applied):
+            record = effective.get(element)
+            if self._applied.get(element) != record:
+                self.index.set_health(element, record)
+                changed = True
+        self._applied = dict(effective)
+        if changed:
+            self.snapshot = self.index.snapshot().fabric
+        due = self.tracker.next_due()
+        if due is not None and due > now and due not in self.ticks:
+            self.ticks.add(due)
+            heapq.heappush(self.heap, (due, _HEALTH, -1, -1))
+        return changed
+
+    # -- starts and ends ------------------------------------------------------------------
+
+    def _pass(self, now: float, tried: list[int]) -> set[int]:
+        started: set[int] = set()
+        failed: dict[tuple[int, str | None], int] = {}
+        for i in tried:
+            job = self.scn.jobs[i]
+            shape = (job.gpus_per_pod, job.required_tier)
+            if self.free.slots[job.gpus_per_pod] < job.pods or failed.get(shape, math.inf) <= job.pods:
+                continue
+            ranks = self.policy.place(self.snapshot, self.free.gpus, self.traffic, job)
+            if ranks is None:
+                failed[shape] = min(failed.get(shape, job.pods), job.pods)
+                continue
+            self._start(now, i, ranks)
+            started.add(i)
+        return started
+
+    def _start(self, now: float, i: int, ranks: tuple[ids.NodeName, ...]) -> None:
+        job = self.scn.jobs[i]
+        snap = self.snapshot
+        if len(ranks) != job.pods:
+            raise RuntimeError(f"policy {self.policy.name} gave {len(ranks)} ranks for {job.pods} pods")
+        slowdown = capacity.comm_slowdown(snap, ranks, job.gpus_per_pod, self.traffic)
+        degraded = capacity.on_degraded_path(snap, ranks)
+        avoidable = degraded and job.pods > 1 and self._healthy_existed(job)
+        spanned = {str(snap.tiers[t].name): n for t, n in _spanned(snap, ranks).items()}
+        self.free.take(ranks, job.gpus_per_pod)
+        self.traffic.add(snap, ranks, job.gpus_per_pod)
+        self.running[i] = _Running(i, ranks)
+        end = now + job.duration_s * slowdown
+        self.outcomes[i] = results.Outcome(
+            job=job, start_s=now, end_s=end, placement=ranks, domains_spanned=spanned,
+            degraded_path=degraded, comm_slowdown=slowdown, floor=self._floor(job),
+            fits_one_leaf=self._fits_one_leaf(job), avoidable_degraded=avoidable,
+            down_use=_uses_down(snap, ranks))
+        if math.isfinite(end):
+            heapq.heappush(self.heap, (end, _END, i, i))
+
+    def _end(self, i: int) -> None:
+        gone = self.running.pop(i)
+        job = self.scn.jobs[i]
+        self.free.give(gone.ranks, job.gpus_per_pod)
+        self.traffic.remove(self.snapshot, gone.ranks, job.gpus_per_pod)
+
+    # -- figures the summary needs --------------------------------------------------------
+
+    def _healthy_existed(self, job: records.Job) -> bool:
+        """Ask the health-aware engine, at this moment, for a plan off degraded paths."""
+        plan = placing.place(self.snapshot, self.free.gpus, policies.gang_request(self.snapshot, job),
+                             self.traffic, self._checker)
+        return isinstance(plan, request.Plan) and not plan.degraded_path
+
+    def _floor(self, job: records.Job) -> float:
+        key = (job.pods, job.gpus_per_pod)
+        if key not in self._floors:
+            self._floors[key] = capacity.floor_slowdown(self.scn.structure, job.pods, job.gpus_per_pod)
+        return self._floors[key]
+
+    def _fits_one_leaf(self, job: records.Job) -> bool:
+        g = job.gpus_per_pod
+        if g not in self._leaf_slots:
+            structure = self.scn.structure
+            self._leaf_slots[g] = max(
+                (scenario.pod_slots([structure.hosts[h] for h in d.hosts], g)
+                 for d in structure.tier_domains(0)), default=0)
+        return job.pods <= self._leaf_slots[g]
+
+
+def _spanned(snap: fabric.Fabric, ranks: tuple[ids.NodeName, ...]) -> dict[int, int]:
+    return {t: len({snap.hosts[h].path[t] for h in ranks}) for t in range(len(snap.tiers))}
+
+
+def _uses_down(snap: fabric.Fabric, ranks: tuple[ids.NodeName, ...]) -> bool:
+    """Traffic over a down element: a down host of a multi-host gang, or a down domain the gang
+    leaves (a partly spanned domain: the gang spans several domains of that tier)."""
+    hosts = set(ranks)
+    if len(hosts) > 1 and any(tree.host_down(snap.hosts[h]) for h in hosts):
+        return True
+    for t, count in _spanned(snap, ranks).items():
+        if count > 1 and any(tree.domain_down(snap.domains[(t, snap.hosts[h].path[t])]) for h in hosts):
+            return True
+    return False
+
+
+def simulate(
+    scn: scenario.Scenario, policy: policies.Policy, progress: Progress | None = None
+) -> results.Run:
+    return Simulation(scn, policy).run(progress)

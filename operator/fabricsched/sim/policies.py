@@ -1,0 +1,174 @@
+"""Placement policies the simulator compares: the fabric engine, and the baselines it must beat.
+
+``fabric`` and ``tas-bestfit`` are the one placement engine (``placement.placing``), with health
+on and off; the simulator holds no copy of its rules. ``default`` is the kube-scheduler's own
+spreading and ``random`` a floor: both are blind to gangs, tiers and health, but like every
+policy they never use a down element, as if an admin had cordoned it (a down host; for
+gangs of more than one pod also every host under a domain whose uplinks are down).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping
+from typing import Protocol
+
+from fabricsched import ids
+from fabricsched.placement import capacity, placing, request
+from fabricsched.sim import records
+from fabricsched.topology import fabric
+
+Ranks = tuple[ids.NodeName, ...]
+
+POLICY_NAMES = ("fabric", "default", "tas-bestfit", "random")
+
+
+class Policy(Protocol):
+    """Where a job's pods go now, or None when they do not all fit (the job waits)."""
+
+    name: str
+
+    def place(
+        self,
+        snapshot: fabric.Fabric,
+        free: Mapping[ids.NodeName, int],
+        traffic: capacity.Traffic,
+        job: records.Job,
+    ) -> Ranks | None: ...
+
+
+def gang_request(snapshot: fabric.Fabric, job: records.Job) -> request.GangRequest:
+    """The engine's view of a trace row; the tier name was checked against the fabric on load."""
+    tier = snapshot.tier_index(job.required_tier) if job.required_tier else None
+    return request.GangRequest(ids.GangKey(job.name), job.pods, job.gpus_per_pod, tier, tier is not None)
+
+
+class EnginePolicy:
+    """``fabric`` (health-aware) or ``tas-bestfit`` (health-blind): the placement engine itself."""
+
+    def __init__(self, name: str, options: request.PlacementOptions) -> None:
+        self.name = name
+        self.options = options
+
+    def place(
+        self,
+        snapshot: fabric.Fabric,
+        free: Mapping[ids.NodeName, int],
+        traffic: capacity.Traffic,
+        job: records.Job,
+    ) -> Ranks | None:
+        result = placing.place(snapshot, free, gang_request(snapshot, job), traffic, self.options)
+        return result.ranks if isinstance(result, request.Plan) else None
+
+
+class _Usable:
+    """Hosts a blind policy may use in one snapshot, cached until the fabric is rebuilt."""
+
+    def __init__(self) -> None:
+        self._snapshot: fabric.Fabric | None = None
+        self._single: list[fabric.Host] = []
+        self._gang: list[fabric.Host] = []
+
+    def hosts(self, snapshot: fabric.Fabric, pods: int) -> list[fabric.Host]:
+        if snapshot is not self._snapshot:
+            down_domains = {key for key, d in snapshot.domains.items() if d.uplink_health <= 0}
+            self._single = [h for h in snapshot.hosts.values() if h.health > 0]
+            self._gang = [h for h in self._single
+                          if not any((t, name) in down_domains for t, name in enumerate(h.path))]
+            self._snapshot = snapshot
+        return self._single if pods == 1 else self._gang
+
+
+class DefaultPolicy:
+    """The kube-scheduler's default scoring, one pod at a time.
+
+    NodeResourcesFit with LeastAllocated: integer score 0-100 of the GPU fraction left free after
+    the pod, highest wins, ties broken at random (seeded). Every node is scored, as with
+    ``percentageOfNodesToScore: 100``. All-or-nothing: if one pod finds no host the job waits
+    and nothing is bound, as a coscheduling gate in front of the default scheduler would do.
+    """
+
+    name = "default"
+
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+        self._usable = _Usable()
+
+    def place(
+        self,
+        snapshot: fabric.Fabric,
+        free: Mapping[ids.NodeName, int],
+        traffic: capacity.Traffic,
+        job: records.Job,
+    ) -> Ranks | None:
+        g = job.gpus_per_pod
+        left: dict[ids.NodeName, int] = {}
+        buckets: dict[int, list[fabric.Host]] = {}
+        for host in self._usable.hosts(snapshot, job.pods):
+            have = free[host.name]
+            if have >= g:
+                left[host.name] = have
+                buckets.setdefault((have - g) * 100 // host.gpus, []).append(host)
+        ranks: list[ids.NodeName] = []
+        for _ in range(job.pods):
+            if not buckets:
+                return None
+            best = max(buckets)
+            bucket = buckets[best]
+            i = self.rng.randrange(len(bucket))
+            host = bucket[i]
+            bucket[i] = bucket[-1]
+            bucket.pop()
+            if not bucket:
+                del buckets[best]
+            ranks.append(host.name)
+            left[host.name] -= g
+            if left[host.name] >= g:
+                buckets.setdefault((left[host.name] - g) * 100 // host.gpus, []).append(host)
+        return tuple(ranks)
+
+
+class RandomPolicy:
+    """Each pod on a host drawn uniformly among those with room: the no-information floor."""
+
+    name = "random"
+
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+        self._usable = _Usable()
+
+    def place(
+        self,
+        snapshot: fabric.Fabric,
+        free: Mapping[ids.NodeName, int],
+        traffic: capacity.Traffic,
+        job: records.Job,
+    ) -> Ranks | None:
+        g = job.gpus_per_pod
+        left = {h.name: free[h.name] for h in self._usable.hosts(snapshot, job.pods) if free[h.name] >= g}
+        room = list(left)
+        ranks: list[ids.NodeName] = []
+        for _ in range(job.pods):
+            if not room:
+                return None
+            i = self.rng.randrange(len(room))
+            name = room[i]
+            ranks.append(name)
+            left[name] -= g
+            if left[name] < g:
+                room[i] = room[-1]
+                room.pop()
+        return tuple(ranks)
+
+
+def make(name: str, seed: int) -> Policy:
+    """The policy called ``name`` (one of ``POLICY_NAMES``), its randomness seeded."""
+    if name == "fabric":
+        return EnginePolicy(name, request.PlacementOptions(health_aware=True))
+    if name == "tas-bestfit":
+        return EnginePolicy(name, request.PlacementOptions(health_aware=False))
+    if name == "default":
+        return DefaultPolicy(seed)
+    if name == "random":
+        return RandomPolicy(seed)
+    raise ValueError(f"unknown policy {name!r}; expected one of {', '.join(POLICY_NAMES)}")

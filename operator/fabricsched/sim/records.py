@@ -1,0 +1,159 @@
+"""The simulator's CSV inputs: the job trace and the health events (DESIGN.md "Simulator formats").
+
+Parsing checks each row on its own (column count, numbers, ranges, known words); whether a row
+makes sense for the fabric (a known node, a tier some domain can hold) is checked later against
+the built fabric (``scenario``), still pointing at the row's line.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from fabricsched.api import topology as api
+from fabricsched.sim import errors
+
+JOB_COLUMNS = ("name", "submit_s", "pods", "gpus_per_pod", "duration_s", "required_tier")
+EVENT_COLUMNS = ("time_s", "target_kind", "target", "state", "capacity")
+
+
+@dataclass(frozen=True)
+class Job:
+    """One row of the job trace: a training job that arrives, waits, runs and leaves."""
+
+    name: str
+    submit_s: float
+    pods: int
+    gpus_per_pod: int
+    duration_s: float
+    """Run time alone on a perfect fabric; the simulator stretches it by the comm_slowdown."""
+    required_tier: str | None
+    """Tier name the whole gang must fit inside one domain of; None = preferred lowest tier."""
+    line: int = 0
+    """Line in the trace file, so later checks against the fabric can point at the row."""
+
+
+@dataclass(frozen=True)
+class HealthEvent:
+    """One row of the events file: from ``time_s`` on, a source called "event" reports this state."""
+
+    time_s: float
+    kind: Literal["node", "domain"]
+    node: str | None
+    """The node name when ``kind`` is ``node``."""
+    tier: str | None
+    """The tier name when ``kind`` is ``domain``."""
+    domain: str | None
+    """The domain name (the tier label's value) when ``kind`` is ``domain``."""
+    state: api.LinkState
+    capacity: float | None
+    """Remaining capacity fraction; None = the topology's ``degradedCapacity`` for degraded."""
+    line: int = 0
+
+    @property
+    def target(self) -> str:
+        return str(self.node) if self.kind == "node" else f"{self.tier}/{self.domain}"
+
+
+def _rows(path: Path, columns: tuple[str, ...]) -> Iterator[tuple[int, list[str]]]:
+    """Data rows with their line numbers; blank lines and ``#`` comment lines are skipped."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise errors.SimInputError(path, 0, f"cannot read: {e.strerror or e}") from e
+    lines = [(n, line) for n, line in enumerate(text.splitlines(), start=1)
+             if line.strip() and not line.lstrip().startswith("#")]
+    if not lines:
+        raise errors.SimInputError(path, 0, f"empty file; expected the header {','.join(columns)}")
+    header_line, header = lines[0]
+    found = tuple(cell.strip() for cell in next(csv.reader([header])))
+    if found != columns:
+        raise errors.SimInputError(
+            path, header_line, f"bad header {','.join(found)!r}; expected {','.join(columns)!r}")
+    for n, line in lines[1:]:
+        cells = [cell.strip() for cell in next(csv.reader([line]))]
+        if len(cells) != len(columns):
+            raise errors.SimInputError(
+                path, n, f"{len(cells)} columns, expected {len(columns)} ({','.join(columns)})")
+        yield n, cells
+
+
+def _number(path: Path, line: int, column: str, cell: str, *, integer: bool = False) -> float:
+    try:
+        value = int(cell) if integer else float(cell)
+    except ValueError:
+        kind = "an integer" if integer else "a number"
+        raise errors.SimInputError(path, line, f"{column} must be {kind}, got {cell!r}") from None
+    if not math.isfinite(value):
+        raise errors.SimInputError(path, line, f"{column} must be finite, got {cell!r}")
+    return value
+
+
+def read_jobs(path: str | Path) -> list[Job]:
+    """The job trace, in file order; names must be unique, numbers positive."""
+    path = Path(path)
+    jobs: list[Job] = []
+    seen: dict[str, int] = {}
+    for n, (name, submit, pods, gpus, duration, tier) in _rows(path, JOB_COLUMNS):
+        if not name:
+            raise errors.SimInputError(path, n, "name is empty")
+        if name in seen:
+            raise errors.SimInputError(path, n, f"job {name!r} already defined on line {seen[name]}")
+        seen[name] = n
+        job = Job(
+            name=name,
+            submit_s=_number(path, n, "submit_s", submit),
+            pods=int(_number(path, n, "pods", pods, integer=True)),
+            gpus_per_pod=int(_number(path, n, "gpus_per_pod", gpus, integer=True)),
+            duration_s=_number(path, n, "duration_s", duration),
+            required_tier=tier or None,
+            line=n,
+        )
+        if job.submit_s < 0:
+            raise errors.SimInputError(path, n, f"submit_s must be >= 0, got {submit}")
+        if job.pods < 1 or job.gpus_per_pod < 1:
+            raise errors.SimInputError(path, n, "pods and gpus_per_pod must be >= 1")
+        if job.duration_s <= 0:
+            raise errors.SimInputError(path, n, f"duration_s must be > 0, got {duration}")
+        jobs.append(job)
+    if not jobs:
+        raise errors.SimInputError(path, 0, "no jobs")
+    return jobs
+
+
+def read_events(path: str | Path) -> list[HealthEvent]:
+    """The health events, sorted by time (stable: rows at one time keep file order)."""
+    path = Path(path)
+    events: list[HealthEvent] = []
+    states = {s.value: s for s in api.LinkState}
+    for n, (time_cell, kind, target, state_cell, capacity_cell) in _rows(path, EVENT_COLUMNS):
+        time_s = _number(path, n, "time_s", time_cell)
+        if time_s < 0:
+            raise errors.SimInputError(path, n, f"time_s must be >= 0, got {time_cell}")
+        state = states.get(state_cell)
+        if state is None:
+            raise errors.SimInputError(
+                path, n, f"unknown state {state_cell!r}; expected one of {', '.join(states)}")
+        capacity = None
+        if capacity_cell:
+            capacity = _number(path, n, "capacity", capacity_cell)
+            if not 0 <= capacity <= 1:
+                raise errors.SimInputError(path, n, f"capacity must be a fraction in [0, 1], got {capacity}")
+        if kind == "node":
+            if not target:
+                raise errors.SimInputError(path, n, "target is empty; expected a node name")
+            events.append(HealthEvent(time_s, "node", target, None, None, state, capacity, n))
+        elif kind == "domain":
+            tier, sep, domain = target.partition("/")
+            if not sep or not tier or not domain:
+                raise errors.SimInputError(
+                    path, n, f"domain target {target!r} must be tier/name, e.g. leaf/l07")
+            events.append(HealthEvent(time_s, "domain", None, tier, domain, state, capacity, n))
+        else:
+            raise errors.SimInputError(path, n, f"unknown target_kind {kind!r}; expected node or domain")
+    events.sort(key=lambda e: e.time_s)
+    return events

@@ -1,0 +1,152 @@
+"""Synthetic job traces: a job-size mix, a duration distribution, Poisson arrivals at an offered load.
+
+The default mix follows what shared GPU training clusters report: most jobs are one pod or a
+small gang, some span 8-16 hosts, a few take 32-64 hosts of 8 GPUs; the big ones hold most of
+the GPU-hours. Durations are lognormal (heavy right tail). Arrivals are a Poisson process
+whose rate makes the offered load (GPU-seconds asked per GPU-second available) equal ``load``.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+DEFAULT_MIX = "1x1:8,1x2:4,1x4:4,1x8:14,2x8:14,4x8:18,4x8@leaf:4,8x8:14,16x8:10,32x8:5,64x8:2"
+"""``PODSxGPUS[@TIER]:WEIGHT``, weights by job count; ``@leaf`` marks a required tier."""
+
+DEFAULT_DURATION = "lognormal:median=3600,sigma=1.0"
+"""Median one hour, mean ~1.65 h, one job in ~40 runs over 7 h."""
+
+MIN_DURATION_S = 60.0
+MAX_DURATION_S = 7 * 24 * 3600.0
+
+
+@dataclass(frozen=True)
+class MixEntry:
+    pods: int
+    gpus_per_pod: int
+    weight: float
+    required_tier: str | None = None
+
+
+@dataclass(frozen=True)
+class DurationDist:
+    kind: str
+    """``lognormal`` (median, sigma), ``exp`` (mean) or ``fixed`` (value)."""
+    params: tuple[tuple[str, float], ...]
+
+    def sample(self, rng: random.Random) -> float:
+        p = dict(self.params)
+        if self.kind == "lognormal":
+            value = rng.lognormvariate(math.log(p["median"]), p["sigma"])
+        elif self.kind == "exp":
+            value = rng.expovariate(1.0 / p["mean"])
+        else:
+            value = p["value"]
+        return min(MAX_DURATION_S, max(MIN_DURATION_S, value))
+
+
+@dataclass(frozen=True)
+class TraceOptions:
+    jobs: int
+    total_gpus: int
+    """GPUs of the cluster the offered load refers to."""
+    load: float = 0.8
+    seed: int = 0
+    mix: tuple[MixEntry, ...] = ()
+    duration: DurationDist = DurationDist("lognormal", (("median", 3600.0), ("sigma", 1.0)))
+    max_pods: dict[int, int] | None = None
+    """Per gpus_per_pod, the most pods the cluster can hold; bigger mix entries are dropped."""
+
+
+def parse_mix(text: str) -> tuple[MixEntry, ...]:
+    """``"1x8:14,4x8@leaf:4"`` -> entries; raises ValueError with the bad part."""
+    entries: list[MixEntry] = []
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        try:
+            shape, weight = part.rsplit(":", 1)
+            shape, _, tier = shape.partition("@")
+            pods, gpus = shape.lower().split("x")
+            entry = MixEntry(int(pods), int(gpus), float(weight), tier or None)
+        except ValueError:
+            raise ValueError(
+                f"bad mix entry {part!r}; expected PODSxGPUS[@TIER]:WEIGHT, e.g. 4x8:10") from None
+        if entry.pods < 1 or entry.gpus_per_pod < 1 or entry.weight < 0:
+            raise ValueError(f"bad mix entry {part!r}: pods and gpus >= 1, weight >= 0")
+        entries.append(entry)
+    if not entries or sum(e.weight for e in entries) <= 0:
+        raise ValueError("the mix needs at least one entry with a positive weight")
+    return tuple(entries)
+
+
+def parse_duration(text: str) -> DurationDist:
+    """``lognormal:median=3600,sigma=1`` | ``exp:mean=3600`` | ``fixed:3600``."""
+    kind, _, rest = text.partition(":")
+    needed = {"lognormal": ("median", "sigma"), "exp": ("mean",), "fixed": ("value",)}
+    if kind not in needed:
+        raise ValueError(f"unknown duration distribution {kind!r}; expected {', '.join(needed)}")
+    params: dict[str, float] = {}
+    try:
+        if kind == "fixed" and "=" not in rest:
+            params["value"] = float(rest)
+        else:
+            for item in (i for i in rest.split(",") if i):
+                key, value = item.split("=")
+                params[key.strip()] = float(value)
+    except ValueError:
+        raise ValueError(f"bad duration parameters {rest!r} in {text!r}") from None
+    if set(params) != set(needed[kind]) or any(v <= 0 for k, v in params.items() if k != "sigma"):
+        raise ValueError(f"{kind} needs {', '.join(needed[kind])} (positive), got {rest!r}")
+    return DurationDist(kind, tuple(sorted(params.items())))
+
+
+@dataclass(frozen=True)
+class TraceJob:
+    name: str
+    submit_s: float
+    pods: int
+    gpus_per_pod: int
+    duration_s: float
+    required_tier: str | None
+
+
+def generate(options: TraceOptions) -> list[TraceJob]:
+    """Jobs drawn from the mix, arriving as a Poisson process at the offered load.
+
+    Sizes and durations are drawn first; the arrival horizon T is then the total work over
+    (load x GPUs), and inter-arrival gaps are exponential with mean T / jobs, so the trace's
+    realised offered load is ``load`` up to the last arrival's jitter.
+    """
+    rng = random.Random(options.seed)
+    limits = options.max_pods or {}
+    mix = [e for e in options.mix or parse_mix(DEFAULT_MIX)
+           if e.pods <= limits.get(e.gpus_per_pod, e.pods) and e.pods * e.gpus_per_pod <= options.total_gpus]
+    if not mix:
+        raise ValueError("no mix entry fits the cluster")
+    weights = [e.weight for e in mix]
+    shapes = rng.choices(mix, weights=weights, k=options.jobs)
+    durations = [options.duration.sample(rng) for _ in shapes]
+    work = sum(s.pods * s.gpus_per_pod * d for s, d in zip(shapes, durations, strict=True))
+    horizon = work / (options.load * options.total_gpus)
+    gap = horizon / options.jobs
+    width = len(str(options.jobs))
+    jobs: list[TraceJob] = []
+    now = 0.0
+    for i, (shape, duration) in enumerate(zip(shapes, durations, strict=True)):
+        jobs.append(TraceJob(f"job-{i:0{width}d}", round(now, 1), shape.pods, shape.gpus_per_pod,
+                             round(duration, 1), shape.required_tier))
+        now += rng.expovariate(1.0 / gap)
+    return jobs
+
+
+def to_csv(jobs: Sequence[TraceJob]) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["name", "submit_s", "pods", "gpus_per_pod", "duration_s", "required_tier"])
+    for j in jobs:
+        writer.writerow([j.name, j.submit_s, j.pods, j.gpus_per_pod, j.duration_s, j.required_tier or ""])
+    return out.getvalue()

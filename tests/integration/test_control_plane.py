@@ -1,0 +1,169 @@
+"""The local control plane behaves like a cluster: it schedules by GPUs, runs Jobs,
+stops completely, and refuses a bad nodes file before starting anything."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from fabricsched.cluster import components, controlplane, errors, processes, samples
+
+from .conftest import Cluster, Kubelet, NodeFactory, wait_for
+
+GPU = "nvidia.com/gpu"
+
+
+def _pod(name: str, gpus: int, selector: dict[str, str]) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+        "spec": {
+            "nodeSelector": selector,
+            "containers": [{"name": "trainer", "image": "trainer:1",
+                            "resources": {"limits": {GPU: str(gpus)}}}],
+        },
+    }
+
+
+def _node_of(cluster: Cluster, namespace: str, name: str) -> str | None:
+    pod = cluster.api.call("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
+    node: str | None = pod["spec"].get("nodeName")
+    return node
+
+
+def test_default_scheduler_binds_an_8_gpu_pod_only_where_8_gpus_are_free(
+        cluster: Cluster, namespace: str, node_factory: NodeFactory) -> None:
+    node_factory(3, gpus=4)
+    full = node_factory(2, gpus=8)
+    [free] = node_factory(1, gpus=8)
+    pods = f"/api/v1/namespaces/{namespace}/pods"
+    # Fill the two full nodes through the scheduler itself, so its cache surely counts them.
+    for i, node in enumerate(full):
+        cluster.api.call("POST", pods, _pod(f"filler-{i}", 8, {"kubernetes.io/hostname": node}))
+        wait_for(f"filler-{i} bound to {node}", lambda i=i: _node_of(cluster, namespace, f"filler-{i}"))
+
+    cluster.api.call("POST", pods, _pod("big", 8, node_factory.selector))
+    assert wait_for("pod big bound", lambda: _node_of(cluster, namespace, "big")) == free
+
+    # Nothing with 8 free GPUs is left: the next one must stay pending, for that reason.
+    cluster.api.call("POST", pods, _pod("big-2", 8, node_factory.selector))
+
+    def unschedulable_for_gpus() -> bool:
+        pod = cluster.api.call("GET", f"{pods}/big-2")
+        return any(c["type"] == "PodScheduled" and c["status"] == "False" and f"Insufficient {GPU}"
+                   in c.get("message", "") for c in pod["status"].get("conditions", []))
+
+    wait_for("big-2 reported unschedulable for lack of GPUs", unschedulable_for_gpus)
+    assert _node_of(cluster, namespace, "big-2") is None
+
+
+def test_indexed_job_pods_are_created_bound_and_complete_the_job(
+        cluster: Cluster, namespace: str, node_factory: NodeFactory, kubelet: Kubelet) -> None:
+    hosts = node_factory(4, gpus=8)
+    job = {
+        "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train"},
+        "spec": {
+            "completions": 4, "parallelism": 4, "completionMode": "Indexed", "backoffLimit": 0,
+            "template": {"spec": {**_pod("x", 8, node_factory.selector)["spec"], "restartPolicy": "Never"}},
+        },
+    }
+    cluster.api.call("POST", f"/apis/batch/v1/namespaces/{namespace}/jobs", job)
+
+    def bound_pods() -> list[dict[str, Any]] | None:
+        items: list[dict[str, Any]] = cluster.api.call(
+            "GET", f"/api/v1/namespaces/{namespace}/pods?labelSelector=batch.kubernetes.io/job-name%3Dtrain"
+        )["items"]
+        return items if len(items) == 4 and all(p["spec"].get("nodeName") for p in items) else None
+
+    pods = wait_for("4 bound pods of job train", bound_pods)
+    indexes = sorted(p["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"] for p in pods)
+    assert indexes == ["0", "1", "2", "3"]
+    assert sorted(p["spec"]["nodeName"] for p in pods) == sorted(hosts)  # 8 GPUs each: one pod per host
+
+    for pod in pods:
+        kubelet(namespace, pod["metadata"]["name"], "Running")
+        kubelet(namespace, pod["metadata"]["name"], "Succeeded")
+
+    def complete() -> bool:
+        status = cluster.api.call("GET", f"/apis/batch/v1/namespaces/{namespace}/jobs/train")["status"]
+        return status.get("succeeded") == 4 and any(
+            c["type"] == "Complete" and c["status"] == "True" for c in status.get("conditions", []))
+
+    wait_for("job train Complete", complete)
+
+
+def _cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "fabricsched.cli", "cluster", *args],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def _processes_mentioning(directory: Path) -> list[int]:
+    """PIDs of live processes whose command line names ``directory``."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().decode(errors="replace")
+            state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if str(directory) in cmdline and state not in ("Z", "X"):
+            found.append(int(proc.name))
+    return found
+
+
+def test_cli_up_with_150_nodes_then_down_leaves_no_process(cluster: Cluster, tmp_path: Path) -> None:
+    nodes_file = tmp_path / "nodes.yaml"
+    nodes_file.write_text(yaml.safe_dump(samples.node_list(samples.sample_fabric(3, 5, 10))))
+    directory = tmp_path / "cli-cluster"
+    up = _cli("up", "--dir", str(directory), "--nodes", str(nodes_file))
+    assert up.returncode == 0, up.stderr
+    assert f"export KUBECONFIG={directory / 'kubeconfig'}" in up.stdout
+    print(up.stdout)  # the timing line, for the record (pytest -s)
+
+    state = json.loads((directory / "state.json").read_text())
+    pids = [p["pid"] for p in state["processes"]]
+    assert [p["component"] for p in state["processes"]] == [
+        "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"]
+    listed = cluster.kubectl(f"--kubeconfig={directory / 'kubeconfig'}", "get", "nodes", "-o", "name")
+    assert len(listed.stdout.split()) == 150
+
+    down = _cli("down", "--dir", str(directory))
+    assert down.returncode == 0, down.stderr
+    records, _ = processes.read_state_from_dict(state) if False else (None, None)  # noqa: F841
+    alive = [pid for pid in pids if Path(f"/proc/{pid}").exists()
+             and Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")]
+    assert alive == []
+    assert _processes_mentioning(directory) == []
+    assert not (directory / "state.json").exists()
+
+
+def test_a_malformed_nodes_file_is_refused_before_anything_starts(tmp_path: Path) -> None:
+    bad = tmp_path / "nodes.yaml"
+    bad.write_text("apiVersion: v1\nkind: Node\nmetadata: {name: gpu-001}\nstatus: {capacity: [8]}\n")
+    directory = tmp_path / "never"
+    result = _cli("up", "--dir", str(directory), "--nodes", str(bad))
+    assert result.returncode != 0
+    assert f"{bad}: document 1: status.capacity must be a mapping" in result.stderr
+    assert not (directory / "state.json").exists()
+    assert _processes_mentioning(directory) == []
+
+
+def test_a_failing_component_is_named_with_its_log_and_everything_is_stopped(
+        cluster: Cluster, tmp_path: Path) -> None:
+    broken = components.SchedulerSpec("broken", "apiVersion: kubescheduler.config.k8s.io/v1\n"
+                                                 "kind: KubeSchedulerConfiguration\nnoSuchField: 1\n")
+    directory = tmp_path / "failing"
+    with pytest.raises(errors.ComponentFailed) as raised:
+        controlplane.up(directory, extra_schedulers=[broken], options=controlplane.Options(timeout=60))
+    message = str(raised.value)
+    assert message.startswith("kube-scheduler-broken exited")
+    assert "noSuchField" in message  # the tail of the scheduler's own log
+    assert not (directory / "state.json").exists()
+    assert _processes_mentioning(directory) == []

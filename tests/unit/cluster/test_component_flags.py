@@ -1,0 +1,86 @@
+"""Command lines and configuration files of the control plane components."""
+
+from __future__ import annotations
+
+import datetime
+from pathlib import Path
+
+import pytest
+import yaml
+
+from fabricsched.cluster import binaries, certs, components
+
+BINS = binaries.Binaries(
+    etcd=Path("/bin/etcd"), kube_apiserver=Path("/bin/kube-apiserver"),
+    kube_controller_manager=Path("/bin/kube-controller-manager"), kube_scheduler=Path("/bin/kube-scheduler"),
+    kubectl=Path("/bin/kubectl"), helm=None)
+LAYOUT = components.Layout(Path("/c"))
+PORTS = components.Ports(etcd_client=1, etcd_peer=2, apiserver=3, controller_manager=4,
+                         schedulers={"default-scheduler": 5, "fabricsched": 6})
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> certs.Pki:
+    return certs.generate(tmp_path_factory.mktemp("pki"), datetime.datetime.now(datetime.UTC))
+
+
+def _flags(argv: list[str]) -> dict[str, str]:
+    return dict(a[2:].split("=", 1) for a in argv[1:] if "=" in a)
+
+
+def test_apiserver_keeps_nodes_free_of_the_not_ready_taint_and_binds_loopback(pki: certs.Pki) -> None:
+    flags = _flags(components.apiserver(BINS, LAYOUT, PORTS, pki))
+    assert flags["disable-admission-plugins"] == "TaintNodesByCondition"
+    assert flags["bind-address"] == "127.0.0.1" and flags["secure-port"] == "3"
+    assert flags["etcd-servers"] == "http://127.0.0.1:1"
+    assert flags["authorization-mode"] == "RBAC"
+    assert flags["service-account-signing-key-file"] == str(pki.service_account_key)
+
+
+def test_controller_manager_runs_without_node_lifecycle_and_taint_eviction(pki: certs.Pki) -> None:
+    flags = _flags(components.controller_manager(BINS, LAYOUT, PORTS, pki))
+    assert flags["controllers"] == "*,-node-lifecycle-controller,-taint-eviction-controller"
+    assert flags["use-service-account-credentials"] == "true"
+    assert flags["kubeconfig"] == "/c/kube-controller-manager.kubeconfig"
+
+
+def test_etcd_listens_on_loopback_without_fsync() -> None:
+    argv = components.etcd(BINS, LAYOUT, PORTS)
+    assert "--unsafe-no-fsync" in argv
+    assert _flags(argv)["listen-client-urls"] == "http://127.0.0.1:1"
+
+
+def test_each_scheduler_has_its_own_port_config_and_kubeconfig() -> None:
+    extra = components.SchedulerSpec("fabricsched")
+    default = _flags(components.scheduler(BINS, LAYOUT, PORTS, components.DEFAULT_SCHEDULER))
+    second = _flags(components.scheduler(BINS, LAYOUT, PORTS, extra))
+    assert (default["secure-port"], second["secure-port"]) == ("5", "6")
+    assert default["config"] == "/c/kube-scheduler.yaml"
+    assert second["config"] == "/c/kube-scheduler-fabricsched.yaml"
+    assert second["authentication-kubeconfig"] == "/c/kube-scheduler-fabricsched.kubeconfig"
+
+
+def test_default_scheduler_configuration_names_its_kubeconfig_and_profile() -> None:
+    rendered = yaml.safe_load(components.DEFAULT_SCHEDULER.render(Path("/c/k.kubeconfig"), Path("/c")))
+    assert rendered["kind"] == "KubeSchedulerConfiguration"
+    assert rendered["clientConnection"]["kubeconfig"] == "/c/k.kubeconfig"
+    assert rendered["leaderElection"]["leaderElect"] is False
+    assert rendered["profiles"] == [{"schedulerName": "default-scheduler"}]
+
+
+def test_an_extra_scheduler_template_gets_its_params() -> None:
+    spec = components.SchedulerSpec("fabricsched", "url: $extender_url\nname: $scheduler_name\n",
+                                    {"extender_url": "http://127.0.0.1:8888"})
+    assert spec.render(Path("/k"), Path("/c")) == "url: http://127.0.0.1:8888\nname: fabricsched\n"
+
+
+def test_a_template_placeholder_without_a_value_is_an_error() -> None:
+    with pytest.raises(KeyError):
+        components.SchedulerSpec("x", "url: $extender_url\n").render(Path("/k"), Path("/c"))
+
+
+def test_scheduler_names_must_be_unique() -> None:
+    with pytest.raises(ValueError, match="default-scheduler"):
+        components.scheduler_specs([components.SchedulerSpec("default-scheduler")])
+    assert [s.name for s in components.scheduler_specs([components.SchedulerSpec("b")])] == [
+        "default-scheduler", "b"]

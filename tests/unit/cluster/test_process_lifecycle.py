@@ -1,0 +1,81 @@
+"""Starting, recording and stopping component processes (with stand-in commands)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from fabricsched.cluster import processes
+
+SLEEPER = [sys.executable, "-c", "import time; time.sleep(60)"]
+# Ignores SIGTERM, and has a child in its process group that must die with it.
+STUBBORN = ["/bin/sh", "-c", "trap '' TERM; sleep 60 & wait"]
+
+
+@pytest.fixture
+def started(tmp_path: Path) -> Iterator[list[tuple[subprocess.Popen[bytes], processes.ProcessRecord]]]:
+    handles: list[tuple[subprocess.Popen[bytes], processes.ProcessRecord]] = []
+    yield handles
+    processes.stop([r for _, r in handles], timeout=1)
+    for child, _ in handles:
+        child.wait()
+
+
+def test_a_started_process_runs_in_its_own_process_group_and_logs_to_its_file(
+        tmp_path: Path, started: list[tuple[subprocess.Popen[bytes], processes.ProcessRecord]]) -> None:
+    child, record = processes.start("echoer", ["/bin/sh", "-c", "echo hello; sleep 60"], tmp_path / "l.log")
+    started.append((child, record))
+    assert os.getpgid(record.pid) == record.pid != os.getpgid(0)
+    assert processes.is_alive(record)
+
+
+def test_stop_terminates_and_reports_what_needed_sigkill(
+        tmp_path: Path, started: list[tuple[subprocess.Popen[bytes], processes.ProcessRecord]]) -> None:
+    for name, argv in (("polite", SLEEPER), ("stubborn", STUBBORN)):
+        started.append(processes.start(name, argv, tmp_path / f"{name}.log"))
+    records = [r for _, r in started]
+    killed = processes.stop(records, timeout=0.5)
+    assert killed == ["stubborn"]
+    assert not any(processes.is_alive(r) for r in records)
+
+
+def test_a_reused_pid_is_not_mistaken_for_our_process(
+        tmp_path: Path, started: list[tuple[subprocess.Popen[bytes], processes.ProcessRecord]]) -> None:
+    started.append(processes.start("sleeper", SLEEPER, tmp_path / "s.log"))
+    record = started[0][1]
+    assert record.start_ticks is not None
+    impostor = dataclasses.replace(record, start_ticks=record.start_ticks + 1)
+    assert not processes.is_alive(impostor)
+    processes.stop([impostor], timeout=0.2)  # must not signal the real process
+    assert processes.is_alive(record)
+
+
+def test_state_file_round_trips_records_and_extra_fields(tmp_path: Path) -> None:
+    record = processes.ProcessRecord("etcd", 11, 11, 99, "/l/etcd.log", ("etcd", "--x=1"))
+    path = tmp_path / "state.json"
+    processes.write_state(path, [record], {"ports": {"apiserver": 3}})
+    records, extra = processes.read_state(path)
+    assert records == [record]
+    assert extra == {"version": processes.STATE_VERSION, "ports": {"apiserver": 3}}
+
+
+def test_free_ports_are_distinct_and_bindable() -> None:
+    ports = processes.free_ports(5)
+    assert len(set(ports)) == 5
+    for port in ports:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", port))
+
+
+def test_log_tail_returns_the_last_lines(tmp_path: Path) -> None:
+    log = tmp_path / "x.log"
+    log.write_text("".join(f"line {i}\n" for i in range(100)))
+    assert processes.log_tail(log, 2) == "line 98\nline 99"
+    assert "no log" in processes.log_tail(tmp_path / "absent.log")
