@@ -29,6 +29,12 @@ MIX: tuple[tuple[int, int, int], ...] = (
 )
 
 
+def _health(rng: random.Random, degraded: float) -> tuple[float, fabric.HealthState]:
+    if rng.random() < degraded:
+        return 0.5, fabric.HealthState.DEGRADED
+    return 1.0, fabric.HealthState.HEALTHY
+
+
 def build_fabric(hosts: int, rng: random.Random) -> fabric.Fabric:
     tiers = (fabric.Tier(ids.TierName("leaf"), "tier-0", 2.0), fabric.Tier(ids.TierName("spine"), "tier-1"))
     leaves = -(-hosts // HOSTS_PER_LEAF)
@@ -43,13 +49,11 @@ def build_fabric(hosts: int, rng: random.Random) -> fabric.Fabric:
             names = [ids.NodeName(f"gpu-{i:05d}")
                      for i in range(leaf_i * HOSTS_PER_LEAF, min(hosts, (leaf_i + 1) * HOSTS_PER_LEAF))]
             for name in names:
-                degraded = rng.random() < 0.01
-                records[name] = fabric.Host(name, GPUS, (leaf, spine), 0.5 if degraded else 1.0,
-                                            fabric.HealthState.DEGRADED if degraded else fabric.HealthState.HEALTHY)
-            bad = rng.random() < 0.02
+                health, state = _health(rng, 0.01)
+                records[name] = fabric.Host(name, GPUS, (leaf, spine), health, state)
+            health, state = _health(rng, 0.02)
             domains[(0, leaf)] = fabric.Domain(0, leaf, spine, tuple(names), (), GPUS * len(names),
-                                               0.5 if bad else 1.0,
-                                               fabric.HealthState.DEGRADED if bad else fabric.HealthState.HEALTHY)
+                                               health, state)
             children.append(leaf)
             below.extend(names)
         domains[(1, spine)] = fabric.Domain(1, spine, None, tuple(below), tuple(children), GPUS * len(below))
@@ -61,7 +65,9 @@ def draw(rng: random.Random, i: int) -> request.GangRequest:
     return request.GangRequest(ids.GangKey(f"bench/g{i}"), pods, gpus)
 
 
-def fill(fab: fabric.Fabric, rng: random.Random, target: float) -> tuple[dict[ids.NodeName, int], capacity.Traffic]:
+def fill(
+    fab: fabric.Fabric, rng: random.Random, target: float
+) -> tuple[dict[ids.NodeName, int], capacity.Traffic]:
     """Place gangs until ``target`` of the GPUs are used, as a busy cluster would be."""
     free = {name: host.gpus for name, host in fab.hosts.items()}
     traffic = capacity.Traffic()
@@ -105,8 +111,9 @@ def run(hosts: int, calls: int, seed: int) -> None:
     elapsed = time.perf_counter() - started
     every = [t for ts in times.values() for t in ts]
     used = 1 - sum(free.values()) / (GPUS * hosts)
-    print(f"{hosts:>6} hosts ({used:.0%} GPUs used, index {index_ms:.1f} ms): {calls / elapsed:7.0f} plans/s, "
-          f"p50 {percentile(every, 50):.2f} ms, p99 {percentile(every, 99):.2f} ms, {fits}/{calls} fit")
+    print(f"{hosts:>6} hosts ({used:.0%} GPUs used, index {index_ms:.1f} ms): "
+          f"{calls / elapsed:7.0f} plans/s, p50 {percentile(every, 50):.2f} ms, "
+          f"p99 {percentile(every, 99):.2f} ms, {fits}/{calls} fit")
     for pods in sorted(times):
         ts = times[pods]
         print(f"         {pods:>4} pods: p50 {percentile(ts, 50):.2f} ms, p99 {percentile(ts, 99):.2f} ms"
@@ -114,7 +121,8 @@ def run(hosts: int, calls: int, seed: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--hosts", type=int, nargs="+", default=[1000, 5000, 10000])
     parser.add_argument("--calls", type=int, default=400)
     parser.add_argument("--seed", type=int, default=1)

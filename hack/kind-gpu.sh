@@ -22,8 +22,6 @@ if ! [[ "$gpus" =~ ^[0-9]+$ ]]; then
   exit 2
 fi
 
-# JSON Pointer escaping: "/" in the resource name becomes "~1".
-escaped="${resource//\//~1}"
 nodes="$("$kubectl" get nodes -l "$selector" -o jsonpath='{.items[*].metadata.name}')"
 if [[ -z "$nodes" ]]; then
   echo "kind-gpu: no node matches '$selector'" >&2
@@ -31,9 +29,10 @@ if [[ -z "$nodes" ]]; then
 fi
 
 for node in $nodes; do
-  "$kubectl" patch node "$node" --subresource=status --type=json \
-    -p "[{\"op\": \"add\", \"path\": \"/status/capacity/$escaped\", \"value\": \"$gpus\"},
-         {\"op\": \"add\", \"path\": \"/status/allocatable/$escaped\", \"value\": \"$gpus\"}]" >/dev/null
+  # A merge patch: it adds the key whether or not the node reported any capacity yet.
+  "$kubectl" patch node "$node" --subresource=status --type=merge \
+    -p "{\"status\": {\"capacity\": {\"$resource\": \"$gpus\"}, \"allocatable\": {\"$resource\": \"$gpus\"}}}" \
+    >/dev/null
   echo "kind-gpu: $node capacity $resource=$gpus"
 done
 

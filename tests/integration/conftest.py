@@ -10,21 +10,17 @@ instead, so a CI run can never pass by skipping everything.
 
 from __future__ import annotations
 
-import datetime
-import itertools
 import os
-import subprocess
-import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Protocol
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
+from clusterkit import Cluster, Kubelet, NodeFactory, wait_for
 
-from fabricsched.cluster import binaries, controlplane, errors, nodes, rest, samples
+from fabricsched.cluster import binaries, controlplane, errors, nodes
 from fabricsched.cluster import kubelet as stand_in_kubelet
+
 
 def find_binaries_or_skip() -> binaries.Binaries:
     try:

@@ -11,10 +11,9 @@ from typing import Any
 
 import pytest
 import yaml
+from clusterkit import Cluster, Kubelet, NodeFactory, wait_for
 
-from fabricsched.cluster import components, controlplane, errors, processes, samples
-
-from .conftest import Cluster, Kubelet, NodeFactory, wait_for
+from fabricsched.cluster import components, controlplane, errors, samples
 
 GPU = "nvidia.com/gpu"
 
@@ -44,8 +43,9 @@ def test_default_scheduler_binds_an_8_gpu_pod_only_where_8_gpus_are_free(
     pods = f"/api/v1/namespaces/{namespace}/pods"
     # Fill the two full nodes through the scheduler itself, so its cache surely counts them.
     for i, node in enumerate(full):
-        cluster.api.call("POST", pods, _pod(f"filler-{i}", 8, {"kubernetes.io/hostname": node}))
-        wait_for(f"filler-{i} bound to {node}", lambda i=i: _node_of(cluster, namespace, f"filler-{i}"))
+        filler = f"filler-{i}"
+        cluster.api.call("POST", pods, _pod(filler, 8, {"kubernetes.io/hostname": node}))
+        assert wait_for(f"{filler} bound", lambda: _node_of(cluster, namespace, filler)) == node  # noqa: B023
 
     cluster.api.call("POST", pods, _pod("big", 8, node_factory.selector))
     assert wait_for("pod big bound", lambda: _node_of(cluster, namespace, "big")) == free
@@ -102,6 +102,15 @@ def _cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=timeout)
 
 
+def _live(pid: int) -> bool:
+    """The process exists and is not a zombie (a zombie has released every port and file)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X")
+
+
 def _processes_mentioning(directory: Path) -> list[int]:
     """PIDs of live processes whose command line names ``directory``."""
     found = []
@@ -110,10 +119,9 @@ def _processes_mentioning(directory: Path) -> list[int]:
             continue
         try:
             cmdline = (proc / "cmdline").read_bytes().decode(errors="replace")
-            state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue
-        if str(directory) in cmdline and state not in ("Z", "X"):
+        if str(directory) in cmdline and _live(int(proc.name)):
             found.append(int(proc.name))
     return found
 
@@ -131,15 +139,13 @@ def test_cli_up_with_150_nodes_then_down_leaves_no_process(cluster: Cluster, tmp
     pids = [p["pid"] for p in state["processes"]]
     assert [p["component"] for p in state["processes"]] == [
         "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"]
-    listed = cluster.kubectl(f"--kubeconfig={directory / 'kubeconfig'}", "get", "nodes", "-o", "name")
+    listed = subprocess.run([str(cluster.plane.binaries.kubectl), f"--kubeconfig={directory / 'kubeconfig'}",
+                             "get", "nodes", "-o", "name"], capture_output=True, text=True, check=True)
     assert len(listed.stdout.split()) == 150
 
     down = _cli("down", "--dir", str(directory))
     assert down.returncode == 0, down.stderr
-    records, _ = processes.read_state_from_dict(state) if False else (None, None)  # noqa: F841
-    alive = [pid for pid in pids if Path(f"/proc/{pid}").exists()
-             and Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")]
-    assert alive == []
+    assert [pid for pid in pids if _live(pid)] == []
     assert _processes_mentioning(directory) == []
     assert not (directory / "state.json").exists()
 

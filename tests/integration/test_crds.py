@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import copy
 import json
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any
 
 import pytest
 import yaml
+from clusterkit import Cluster, wait_for
 from kubernetes.client.exceptions import ApiException
 from pydantic import ValidationError
 
@@ -31,20 +31,8 @@ def load(name: str) -> dict[str, Any]:
     return data
 
 
-def eventually(check: Callable[[], Any], timeout: float = 30.0, what: str = "") -> Any:
-    """``check()``'s first truthy result; the API server publishes CRD changes asynchronously."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result or time.monotonic() > deadline:
-            assert result, f"timed out waiting for {what}"
-            return result
-        time.sleep(0.5)
-
-
-def kubectl_out(cluster: Any, *args: str) -> str:
-    result = cluster.kubectl(*args)
-    return result if isinstance(result, str) else str(result.stdout)
+def kubectl_out(cluster: Cluster, *args: str) -> str:
+    return cluster.kubectl(*args).stdout
 
 
 def refusal(error: ApiException) -> str:
@@ -58,7 +46,7 @@ def unique(prefix: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def crds(cluster: Any, apiextensions: Any, repo_root: Path) -> list[str]:
+def crds(cluster: Cluster, apiextensions: Any, repo_root: Path) -> list[str]:
     """Both CRDs applied from the committed files, and Established."""
     kubectl_out(cluster, "apply", "--server-side", "--force-conflicts", "-f", str(repo_root / "crds"))
     names = [r.name for r in crd.RESOURCES]
@@ -70,7 +58,7 @@ def crds(cluster: Any, apiextensions: Any, repo_root: Path) -> list[str]:
                 return False
         return True
 
-    eventually(established, what="both CRDs to be Established")
+    wait_for("both CRDs to be Established", established)
     return names
 
 
@@ -98,14 +86,6 @@ def topologies(crds: list[str], custom_objects: Any) -> Iterator[Callable[[dict[
                 raise
 
 
-@pytest.fixture
-def namespace(crds: list[str], cluster: Any) -> Iterator[str]:
-    name = unique("crd-test")
-    kubectl_out(cluster, "create", "namespace", name)
-    yield name
-    kubectl_out(cluster, "delete", "namespace", name, "--wait=false")
-
-
 def test_both_crds_are_established_under_their_names(crds: list[str], apiextensions: Any) -> None:
     accepted = {n: apiextensions.read_custom_resource_definition(n).status.accepted_names for n in crds}
     assert accepted["fabrictopologies.fabricsched.io"].short_names == ["ft"]
@@ -114,7 +94,7 @@ def test_both_crds_are_established_under_their_names(crds: list[str], apiextensi
 
 
 def test_the_design_example_reads_back_with_defaults_applied(
-    topologies: Callable[[dict[str, Any]], dict[str, Any]], custom_objects: Any, cluster: Any
+    topologies: Callable[[dict[str, Any]], dict[str, Any]], custom_objects: Any, cluster: Cluster
 ) -> None:
     manifest = load("fabrictopology-ib-east.yaml")
     created = topologies({k: v for k, v in manifest.items() if k != "status"})
@@ -201,15 +181,13 @@ def test_invalid_specs_are_refused_with_a_readable_message(
         topology.FabricTopologySpec.model_validate(spec)
 
 
-def test_kubectl_explain_prints_the_tier_descriptions(crds: list[str], cluster: Any) -> None:
+def test_kubectl_explain_prints_the_tier_descriptions(crds: list[str], cluster: Cluster) -> None:
     def explained() -> str:
-        try:
-            out = kubectl_out(cluster, "explain", "fabrictopology.spec.tiers")
-        except Exception:  # the OpenAPI document is published a moment after Established
-            return ""
-        return " ".join(out.split())
+        # The OpenAPI document is published a moment after the CRD is Established.
+        result = cluster.kubectl("explain", "fabrictopology.spec.tiers", check=False)
+        return " ".join(result.stdout.split()) if result.returncode == 0 else ""
 
-    text = eventually(explained, what="kubectl explain to know FabricTopology")
+    text: str = wait_for("kubectl explain to know FabricTopology", explained)
     described = [topology.FabricTopologySpec.model_fields["tiers"].description]
     described += [f.description for f in topology.TierSpec.model_fields.values()]
     for description in described:
@@ -219,7 +197,7 @@ def test_kubectl_explain_prints_the_tier_descriptions(crds: list[str], cluster: 
 
 
 def test_the_design_placement_example_round_trips_with_its_status(
-    namespace: str, custom_objects: Any, cluster: Any
+    crds: list[str], namespace: str, custom_objects: Any, cluster: Cluster
 ) -> None:
     manifest = load("fabricplacement-b.yaml")
     body = {k: v for k, v in manifest.items() if k != "status"}
@@ -236,7 +214,9 @@ def test_the_design_placement_example_round_trips_with_its_status(
     assert row[:7] == ["b", "b", "12", "leaf", "Reserved", "1.07", "false"]
 
 
-def test_a_placement_with_a_rank_beyond_its_size_is_refused(namespace: str, custom_objects: Any) -> None:
+def test_a_placement_with_a_rank_beyond_its_size_is_refused(
+    crds: list[str], namespace: str, custom_objects: Any
+) -> None:
     body = load("fabricplacement-b.yaml")
     del body["status"]
     body["metadata"] = {"name": "b", "namespace": namespace}

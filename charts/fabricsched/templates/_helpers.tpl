@@ -42,7 +42,8 @@ app.kubernetes.io/part-of: fabricsched
 The KubeSchedulerConfiguration. files/kube-scheduler-config.yaml.tmpl is a byte copy of
 fabricsched/extender/kube-scheduler-config.yaml.tmpl, the one template `fabricsched cluster up`
 renders too; only its three ${...} placeholders are filled here, exactly as Python's
-string.Template does (tests/unit/test_chart_files.py compares both renderings).
+string.Template does (tests/unit/deploy/test_deploy_files.py keeps the copy byte-equal;
+tests/integration/test_chart.py compares both renderings).
 - kubeconfig "": the in-cluster service account.
 - the extender: the fabricsched container next to the scheduler, on the pod's loopback.
 - the Lease `fabricsched-scheduler` lives in the release namespace (the Role in rbac.yaml).

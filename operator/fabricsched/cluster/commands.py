@@ -5,9 +5,14 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
+from importlib import resources
 from pathlib import Path
 
-from fabricsched.cluster import controlplane, errors
+from fabricsched.cluster import components, controlplane, errors
+
+FABRICSCHED_SCHEDULER = "fabricsched"
+"""The second kube-scheduler's profile: pods with ``schedulerName: fabricsched`` go through the extender."""
+DEFAULT_EXTENDER_URL = "http://127.0.0.1:8888"
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -23,6 +28,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                     help="Node manifests to create (a List/NodeList or Node documents, as kubectl prints)")
     up.add_argument("--timeout", type=float, default=controlplane.Options.timeout,
                     help="seconds to wait for every component to become healthy (default: %(default)s)")
+    up.add_argument("--extender-url", default=DEFAULT_EXTENDER_URL,
+                    help="URL prefix of the fabricsched extender the second kube-scheduler "
+                         "(profile fabricsched) calls (default: %(default)s)")
+    up.add_argument("--no-fabricsched-scheduler", dest="fabricsched_scheduler", action="store_false",
+                    help="start only the default kube-scheduler")
     up.set_defaults(handler=_up)
 
     down = actions.add_parser("down", help="stop the cluster recorded in DIR/state.json")
@@ -39,7 +49,9 @@ def _fail(action: str, error: Exception) -> int:
 
 def _up(args: argparse.Namespace) -> int:
     try:
-        plane = controlplane.up(args.dir, args.nodes, options=controlplane.Options(timeout=args.timeout))
+        extra = [fabricsched_scheduler(args.extender_url)] if args.fabricsched_scheduler else []
+        plane = controlplane.up(args.dir, args.nodes, extra_schedulers=extra,
+                                options=controlplane.Options(timeout=args.timeout))
     except errors.ClusterError as e:
         return _fail("up", e)
     timings = plane.timings
@@ -49,6 +61,20 @@ def _up(args: argparse.Namespace) -> int:
     print(f"export KUBECONFIG={shlex.quote(str(plane.kubeconfig))}")
     print(f"stop it with: fabricsched cluster down --dir {shlex.quote(str(plane.dir))}")
     return 0
+
+
+def fabricsched_scheduler(extender_url: str,
+                          lease_namespace: str = "kube-system") -> components.SchedulerSpec:
+    """The kube-scheduler that calls the extender, from the one template the Helm chart uses too.
+
+    The template ships as package data of ``fabricsched.extender``; reading it as a file keeps
+    the cluster adapter from importing the extender (sibling adapters stay independent).
+    """
+    template = resources.files("fabricsched.extender").joinpath("kube-scheduler-config.yaml.tmpl")
+    return components.SchedulerSpec(
+        FABRICSCHED_SCHEDULER, template.read_text(encoding="utf-8"),
+        {"extender_url": extender_url.rstrip("/"), "lease_namespace": lease_namespace},
+    )
 
 
 def _down(args: argparse.Namespace) -> int:

@@ -3,6 +3,7 @@
 Pure: returns plain dicts (what ``kubectl get nodes -o yaml`` would show); the demo's
 ``examples/demo-nodes.yaml`` and ``examples/demo-topology.yaml`` are written from here
 (``python -m fabricsched.cluster.samples --write examples/``) and a unit test keeps them equal.
+``--fabric 3x5x10 --out FILE`` writes any other size (spines x leaves per spine x hosts per leaf).
 """
 
 from __future__ import annotations
@@ -125,10 +126,31 @@ def demo_files() -> dict[str, str]:
     }
 
 
+def _shape(text: str) -> tuple[int, int, int]:
+    parts = text.lower().split("x")
+    if len(parts) != 3 or not all(p.isdigit() and int(p) > 0 for p in parts):
+        raise argparse.ArgumentTypeError(f"expected SPINESxLEAVESxHOSTS, e.g. 3x5x10, got {text!r}")
+    return int(parts[0]), int(parts[1]), int(parts[2])
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Write the demo node and topology manifests.")
-    parser.add_argument("--write", type=Path, required=True, metavar="DIR")
+    parser = argparse.ArgumentParser(prog="python -m fabricsched.cluster.samples",
+                                     description="Write sample node and topology manifests.")
+    mode = parser.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--write", type=Path, metavar="DIR", help="write the demo examples into DIR")
+    mode.add_argument("--fabric", type=_shape, metavar="SxLxH",
+                      help="a NodeList of S spines x L leaves per spine x H hosts per leaf (to --out)")
+    parser.add_argument("--gpus", type=int, default=8, help="GPUs per host with --fabric (default: 8)")
+    parser.add_argument("--out", type=Path, metavar="FILE", help="output file of --fabric")
     args = parser.parse_args(argv)
+    if args.fabric:
+        if args.out is None:
+            parser.error("--fabric needs --out FILE")
+        spines, leaves, hosts = args.fabric
+        manifests = sample_fabric(spines, leaves, hosts, gpus=args.gpus)
+        args.out.write_text(yaml.safe_dump(node_list(manifests), sort_keys=False))
+        print(f"wrote {args.out} ({len(manifests)} nodes)")
+        return 0
     args.write.mkdir(parents=True, exist_ok=True)
     for file_name, content in demo_files().items():
         (args.write / file_name).write_text(content)

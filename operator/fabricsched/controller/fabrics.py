@@ -9,13 +9,14 @@ health is pushed into the index so the next snapshot carries it.
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from fabricsched import ids
 from fabricsched.api import topology as api
-from fabricsched.topology import conflicts, fabric, health, index, nodes, selectors
+from fabricsched.telemetry import poller
+from fabricsched.topology import conflicts, health, index, nodes, selectors
+from fabricsched.topology import status as core_status
 
 HealthTransition = health.HealthChange
 """What subscribers are told when an element's effective health changes."""
@@ -42,6 +43,8 @@ class TopologyFabric:
         """Nodes this topology selects but shares with another: they belong to none (conflict)."""
         self.version = 0
         """Bumped whenever anything the status shows may have changed."""
+        self.telemetry: poller.Availability | None = None
+        """Last answer of the Prometheus rules (``spec.health.prometheus``); None: not polled."""
 
     # --- membership -----------------------------------------------------------------------
 
@@ -116,6 +119,10 @@ class TopologyFabric:
             changes += self.tracker.update(now, source, [o for o in found if o.source == source])
         return self._absorb(changes)
 
+    def feed_prometheus(self, found: list[health.Observation], now: float) -> list[HealthTransition]:
+        """Replace the ``prometheus`` findings in full (one telemetry round)."""
+        return self._absorb(self.tracker.update(now, "prometheus", found))
+
     def tick(self, now: float) -> list[HealthTransition]:
         return self._absorb(self.tracker.tick(now))
 
@@ -130,11 +137,13 @@ class TopologyFabric:
 
     def restore(self, status: Mapping[str, Any]) -> None:
         """Resume health from the status a previous operator wrote (since, recoveringSince)."""
-        records = []
+        rows = []
         for raw in status.get("degraded") or ():
-            record = _record_from_status(raw)
-            if record is not None:
-                records.append(record)
+            try:
+                rows.append(api.HealthRecord.model_validate(raw))
+            except ValueError:
+                continue  # a malformed row: that element starts afresh
+        records = core_status.records_from_status(rows)
         if records:
             self.tracker.restore(records)
             for record in records:
@@ -155,33 +164,3 @@ class TopologyFabric:
 
     def health(self) -> Mapping[health.ElementId, health.ElementHealth]:
         return self.tracker.effective()
-
-
-def _parse_time(text: object) -> float | None:
-    if not isinstance(text, str) or not text:
-        return None
-    try:
-        return datetime.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
-
-
-def _record_from_status(raw: Mapping[str, Any]) -> health.ElementHealth | None:
-    """A status ``degraded`` entry back into a tracker record; malformed entries are skipped."""
-    try:
-        rec = api.HealthRecord.model_validate(raw)
-    except ValueError:
-        return None
-    if rec.kind == "node" and rec.node:
-        element = health.ElementId.node(rec.node, rec.rail)
-    elif rec.kind == "domain" and rec.tier and rec.domain:
-        element = health.ElementId.domain(rec.tier, rec.domain, rec.rail)
-    else:
-        return None
-    state = fabric.HealthState(rec.state.value)
-    sources = tuple(
-        health.Observation(element, state, rec.capacity, s.source, s.reason, s.rule, s.value)
-        for s in rec.sources
-    )
-    return health.ElementHealth(element, state, rec.capacity, _parse_time(rec.since),
-                                _parse_time(rec.recovering_since), sources)

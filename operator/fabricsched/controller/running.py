@@ -28,6 +28,7 @@ from fabricsched.controller import (
     reporter,
     runtime,
     state,
+    telemetry_feed,
 )
 
 logger = logging.getLogger(__name__)
@@ -81,6 +82,7 @@ async def serve(options: runtime.Options, stop_flag: asyncio.Event | None = None
     background: list[asyncio.Task[Any]] = [
         asyncio.create_task(rt.recorder.run(), name="event poster"),
         asyncio.create_task(status_reporter.run(), name="status reporter"),
+        asyncio.create_task(telemetry_feed.run(rt), name="telemetry"),
     ]
     health_runner = await health_server.start(rt)
     logger.info("health, readiness and metrics on http://%s", options.health_address)

@@ -33,7 +33,8 @@ from typing import Any
 from fabricsched import ids
 from fabricsched.api import topology as api
 from fabricsched.controller import fabrics
-from fabricsched.topology import conflicts, fabric
+from fabricsched.telemetry import poller
+from fabricsched.topology import conflicts, fabric, health
 from fabricsched.topology import nodes as k8s
 
 logger = logging.getLogger(__name__)
@@ -480,6 +481,22 @@ class ClusterState:
                 other = self._fabrics[ids.TopologyName(topology)]
                 self._emit_health(other.name, other.place(self._nodes.get(node_name), node_name, rest, now))
         self._emit(TopologyChanged(tname, deleted=True))
+
+    # --- telemetry (fabricsched.telemetry feeds these) -----------------------------------
+
+    def feed_telemetry(self, name: ids.TopologyName, found: list[health.Observation]) -> None:
+        """One telemetry round's ``prometheus`` findings for topology ``name`` (in full)."""
+        tf = self._fabrics.get(name)
+        if tf is not None:
+            self._emit_health(name, tf.feed_prometheus(found, self._clock()))
+
+    def set_telemetry(self, name: ids.TopologyName, availability: poller.Availability | None) -> None:
+        """Whether the topology's Prometheus answers (status condition TelemetryUnavailable)."""
+        tf = self._fabrics.get(name)
+        if tf is not None and tf.telemetry != availability:
+            tf.telemetry = availability
+            tf.version += 1
+            self.generation += 1
 
     # --- hysteresis clock ---------------------------------------------------------------
 

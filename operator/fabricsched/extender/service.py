@@ -136,7 +136,11 @@ class Service:
 
 async def serve(runtime: RuntimeView, address: str) -> None:
     """Run the extender on ``address`` (``host:port``) inside ``fabricsched run``."""
-    await Service(runtime, ServiceOptions.of(runtime.options)).run(address)
+    service = Service(runtime, ServiceOptions.of(runtime.options))
+    if hasattr(runtime, "reserved_gpus"):
+        # The operator's status reporter counts reserved GPUs as taken in FabricTopology status.
+        runtime.reserved_gpus = service.reserved
+    await service.run(address)
 
 
 def _split(address: str) -> tuple[str, int]:

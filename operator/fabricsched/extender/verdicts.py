@@ -15,18 +15,22 @@ from fabricsched.placement import tree
 from fabricsched.topology import fabric
 
 _MAX_LISTED = 4
+_DEGRADED = "fabric link of this host is degraded"
+_DOWN = "fabric link of this host is down"
 
 
 @dataclass(frozen=True)
 class Footprint:
-    """The parts of a plan the reasons refer to, computed once per filter call."""
+    """The parts of a plan the reasons refer to, with their messages made once per filter call
+    (a 10k-node filter asks for one reason per node)."""
 
     gang: str
-    rank: int
     target: ids.NodeName
     multi_host: bool
-    by_tier: tuple[tuple[int, str, frozenset[ids.DomainName]], ...]
-    """(tier index, tier name, domains the gang uses), lowest tier first."""
+    checks: tuple[tuple[int, frozenset[ids.DomainName], str], ...]
+    """(tier index, domains the gang uses there, reason for a node outside them), in the order
+    they are asked: the gang's home (its lowest single domain) first, then the tiers below it."""
+    default: str
 
     @classmethod
     def of(cls, fab: fabric.Fabric, entry: reservations.Entry, rank: int, target: ids.NodeName) -> Footprint:
@@ -34,9 +38,19 @@ class Footprint:
         for index, tier in enumerate(fab.tiers):
             used = entry.domains.get(tier.name)
             if used:
-                by_tier.append((index, str(tier.name), frozenset(used)))
+                by_tier.append(
+                    (index, frozenset(used), f"outside gang {entry.display}'s {_domains(tier.name, used)}")
+                )
+        home = next((i for i, (_, used, _) in enumerate(by_tier) if len(used) == 1), len(by_tier))
+        order = ([home] if home < len(by_tier) else []) + list(range(home - 1, -1, -1))
         hosts = {node for _, node in entry.placed()}
-        return cls(entry.display, rank, target, len(hosts) > 1 or entry.size > 1, tuple(by_tier))
+        return cls(
+            gang=entry.display,
+            target=target,
+            multi_host=len(hosts) > 1 or entry.size > 1,
+            checks=tuple(by_tier[i] for i in order),
+            default=f"rank {rank} of gang {entry.display} is planned on {target}",
+        )
 
 
 def holders(entries: Iterable[reservations.Entry], exclude: ids.GangKey) -> dict[ids.NodeName, str]:
@@ -88,20 +102,14 @@ def _reason(
     if holder is not None and free.get(node, 0) < gpus_per_pod:
         return f"reserved for gang {holder}"
     if plan.multi_host and tree.host_degraded(host):
-        state = "down" if tree.host_down(host) else "degraded"
-        return f"fabric link of this host is {state}"
-    # Name the gang's home (its lowest single domain) first, then the domains it uses below.
-    home = next((i for i, (_, _, used) in enumerate(plan.by_tier) if len(used) == 1), len(plan.by_tier))
-    order = [home] if home < len(plan.by_tier) else []
-    order += list(range(home - 1, -1, -1))
-    for i in order:
-        tier_index, tier_name, used = plan.by_tier[i]
+        return _DOWN if tree.host_down(host) else _DEGRADED
+    for tier_index, used, message in plan.checks:
         if host.path[tier_index] not in used:
-            return f"outside gang {plan.gang}'s {_domains(tier_name, used)}"
-    return f"rank {plan.rank} of gang {plan.gang} is planned on {plan.target}"
+            return message
+    return plan.default
 
 
-def _domains(tier: str, used: frozenset[ids.DomainName]) -> str:
+def _domains(tier: str, used: Iterable[ids.DomainName]) -> str:
     names = sorted(used)
     if len(names) == 1:
         return f"{tier} {names[0]}"

@@ -79,12 +79,12 @@ def place(
     start = slots.base(index, free, g, allowed)
     aware = options.health_aware
 
-    one = singles.pick(fab, index, start, free, pods, aware)
+    one = singles.pick(fab, start, pods, aware)
     if one is not None:
         host, why = one
         return _plan(fab, {host: pods}, None, g, traffic, [why])
     if pods == 1:
-        return _no_fit(fab, index, start, gang, top, None)
+        return _no_fit(fab, index, start, gang, top, None, None)
 
     rooms: dict[Mode, slots.Room] = {}
 
@@ -99,20 +99,22 @@ def place(
         notes: list[str] = []
         if aware and unhealthy:
             holders = [choice.holder]
+            # Where the gang would go if health did not matter: what it avoided is there.
             lower = _lowest(index, room(Mode.NOT_DOWN), pods, top)
-            if lower is not None and lower[0] < choice.level:
+            if lower is not None and lower != choice.holder:
                 holders.append(lower)
-                notes.append(f"a lower tier ({reasons.tier_name(fab, lower[0])}) would hold it only across "
-                             "degraded elements")
+                if lower[0] < choice.level:
+                    notes.append(f"a lower tier ({reasons.tier_name(fab, lower[0])}) would hold it only "
+                                 "across degraded elements")
             notes.extend(reasons.avoided(fab, index, start, holders))
         return _plan_of(fab, index, gang, choice, g, traffic, notes)
     if aware and unhealthy:
-        rescue = _fallback(fab, index, room(Mode.NOT_DOWN), room(Mode.HEALTHY), pods, g, top, traffic)
+        rescue = _fallback(fab, index, room, pods, g, top, traffic)
         if rescue is not None:
             plan = _plan_of(fab, index, gang, rescue, g, traffic, [])
             why = reasons.fallback(fab, plan.ranks, plan.comm_slowdown)
             return _plan(fab, rescue.split.hosts, rescue.level, g, traffic, [why, *plan.reasons])
-    return _no_fit(fab, index, start, gang, top, room(Mode.NOT_DOWN))
+    return _no_fit(fab, index, start, gang, top, room(Mode.NOT_DOWN), room(Mode.ANY))
 
 
 def _lowest(index: tree.Tree, space: slots.Room, pods: int, top: int) -> DomainKey | None:
@@ -183,8 +185,7 @@ def _first_splits(
 def _fallback(
     fab: fabric.Fabric,
     index: tree.Tree,
-    space: slots.Room,
-    healthy: slots.Room,
+    room: Callable[[Mode], slots.Room],
     pods: int,
     g: int,
     top: int,
@@ -192,44 +193,39 @@ def _fallback(
 ) -> _Choice | None:
     """Rule 1's escape: no healthy plan, so the lowest exact comm_slowdown without down elements.
 
-    Rare, so it may try every holder of every level, a few ways each, and pick hosts in each:
-    healthiest uplinks first, most healthy room first, and plain packing (when traffic, not
-    health, is what slows every plan down). Hosts are always taken healthiest first.
+    Rare, so it may try every holder of every level, in three rooms: healthy hosts across
+    degraded uplinks, healthy uplinks with degraded hosts, and anything not down; packed, and
+    healthiest first. Hosts are always taken healthiest first.
     """
-    def by(order: Callable[[DomainKey, int], tuple[Any, ...]]) -> slots.Chooser[DomainKey]:
-        def choose(items: Sequence[tuple[DomainKey, int]], n: int) -> list[tuple[DomainKey, int]] | None:
-            return slots.fill(items, n, key=lambda it: (*order(*it), it[0]))
-        return choose
-
-    choosers: list[slots.Chooser[DomainKey]] = [
-        by(lambda k, cap: (-fab.domains[k].uplink_health, -cap)),
-        by(lambda k, cap: (-healthy.part[k], -fab.domains[k].uplink_health, -cap)),
-        slots.pack,
-    ]
+    def healthiest_domains(
+        items: Sequence[tuple[DomainKey, int]], n: int
+    ) -> list[tuple[DomainKey, int]] | None:
+        return slots.fill(items, n, key=lambda it: (-fab.domains[it[0]].uplink_health, -it[1], it[0]))
 
     def healthiest_hosts(
         items: Sequence[tuple[ids.NodeName, int]], n: int
     ) -> list[tuple[ids.NodeName, int]] | None:
         return slots.fill(items, n, key=lambda it: (-fab.hosts[it[0]].health, -it[1], it[0]))
 
+    choosers: list[slots.Chooser[DomainKey]] = [slots.pack, healthiest_domains]
     best: tuple[tuple[Any, ...], _Choice] | None = None
-    for level in range(top + 1):
-        for holder in index.by_tier[level]:
-            if space.full[holder] < pods:
-                continue
-            for choose in choosers:
-                found = slots.split(index, space, holder, pods, choose, choose, healthiest_hosts)
-                if found is None:
+    for mode in (Mode.HEALTHY_HOSTS, Mode.HEALTHY_UPLINKS, Mode.NOT_DOWN):
+        space = room(mode)
+        for level in range(top + 1):
+            for holder in index.by_tier[level]:
+                if space.full[holder] < pods:
                     continue
-                slowdown = capacity.comm_slowdown(fab, ranks.order(fab, found.hosts), g, traffic)
-                if math.isinf(slowdown):
-                    continue
-                rank = (round(slowdown, 9), level, slots.shape(index, holder, found.domains),
-                        space.full[holder] - pods, holder[1])
-                if best is None or rank < best[0]:
-                    best = (rank, _Choice(level, holder, found))
-                if index.is_leaf(holder):
-                    break  # no domains to split: the other orders pick the same hosts
+                for choose in choosers[:1] if index.is_leaf(holder) else choosers:
+                    found = slots.split(index, space, holder, pods, choose, choose, healthiest_hosts)
+                    if found is None:
+                        continue
+                    slowdown = capacity.comm_slowdown(fab, ranks.order(fab, found.hosts), g, traffic)
+                    if math.isinf(slowdown):
+                        continue
+                    rank = (round(slowdown, 9), level, slots.shape(index, holder, found.domains),
+                            space.full[holder] - pods, holder[1])
+                    if best is None or rank < best[0]:
+                        best = (rank, _Choice(level, holder, found))
     return best[1] if best is not None else None
 
 
@@ -281,6 +277,7 @@ def _no_fit(
     gang: request.GangRequest,
     top: int,
     usable: slots.Room | None,
+    raw: slots.Room | None,
 ) -> request.NoFit:
     """Why not, and whether it ever could: judged on the empty fabric, whatever its health."""
     pods, g = gang.pods, gang.gpus_per_pod
@@ -290,8 +287,9 @@ def _no_fit(
         return request.NoFit(f"no host has {g} GPUs (largest: {largest})", unresolvable=True)
     if usable is None:
         return request.NoFit(f"no candidate host has {g} free GPUs for {what}")
-    down = sum(start.slots.values()) - sum(usable.slots.values())
-    down_note = f" ({down} more only on down elements)" if down > 0 else ""
+    down_note = ""
+    if raw is not None and _lowest(index, raw, pods, top) is not None:
+        down_note = " (it would fit only on down elements)"
     if top < index.levels:
         name = reasons.tier_name(fab, top)
         empty = {k: sum(fab.hosts[h].gpus // g for h in fab.domains[k].hosts) for k in index.by_tier[top]}
@@ -308,4 +306,4 @@ def _no_fit(
         return request.NoFit(f"the fabric could never hold {what} (room for {empty_total} when empty)",
                              unresolvable=True)
     return request.NoFit(f"room for {usable.full[index.root]} of {what} on "
-                         f"{sum(1 for n in start.slots.values() if n)} candidate hosts{down_note}")
+                         f"{sum(1 for n in start.room if n)} candidate hosts{down_note}")

@@ -62,11 +62,11 @@ def avoided(
     for key in index.degraded_domains:
         hosts = fab.domains[key].hosts
         if hosts and any(key[0] < h[0] and index.contains(fab, h, hosts[0]) for h in holders) and any(
-            start.slots[n] for n in hosts
+            start.slots(n) for n in hosts
         ):
             found.append(key)
     for name in index.degraded_hosts:
-        if start.slots[name] and any(index.contains(fab, h, name) for h in holders):
+        if start.slots(name) and any(index.contains(fab, h, name) for h in holders):
             found.append(name)
     lines = [f"avoided {describe_element(fab, e)}" for e in found[:MAX_AVOIDED]]
     if len(found) > MAX_AVOIDED:

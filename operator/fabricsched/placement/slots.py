@@ -13,6 +13,7 @@ whose uplinks are excluded, and ``full`` (room when the domain holds the whole g
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import itertools
 import operator
@@ -31,48 +32,67 @@ K = TypeVar("K", ids.NodeName, DomainKey)
 class Mode(enum.Enum):
     HEALTHY = "healthy"
     """No degraded or down host, no degraded or down uplink of a partially spanned domain."""
+    HEALTHY_HOSTS = "healthy-hosts"
+    """Fallback: healthy hosts, uplinks anything but down."""
+    HEALTHY_UPLINKS = "healthy-uplinks"
+    """Fallback: healthy uplinks, hosts anything but down."""
     NOT_DOWN = "not-down"
     """Anything but a down element (fallback, and the health-blind policy)."""
+    ANY = "any"
+    """Down elements too: only to tell a NoFit that waits for repairs."""
+
+
+_HOSTS_OUT: dict[Mode, Callable[[fabric.Host], bool]] = {
+    Mode.HEALTHY: tree.host_degraded, Mode.HEALTHY_HOSTS: tree.host_degraded,
+    Mode.HEALTHY_UPLINKS: tree.host_down, Mode.NOT_DOWN: tree.host_down, Mode.ANY: lambda host: False,
+}
+_DOMAINS_OUT: dict[Mode, Callable[[fabric.Domain], bool]] = {
+    Mode.HEALTHY: tree.domain_degraded, Mode.HEALTHY_HOSTS: tree.domain_down,
+    Mode.HEALTHY_UPLINKS: tree.domain_degraded, Mode.NOT_DOWN: tree.domain_down,
+    Mode.ANY: lambda domain: False,
+}
 
 
 @dataclass(frozen=True)
 class Base:
-    """Slots on every host of the fabric (0 outside the candidates), whatever its health."""
+    """Free GPUs and slots on every host of the fabric, whatever its health, as lists in the
+    tree's host order: a decision touches 10k hosts only through C-level maps and sums."""
 
+    index: tree.Tree
     gpus_per_pod: int
-    slots: Mapping[ids.NodeName, int]
-    """Every host of the fabric; 0 when it has no room or is not a candidate."""
+    free: Sequence[int]
+    """Free GPUs per host in ``index.order``; 0 outside the candidates, never negative."""
+    free_all: Sequence[int]
+    """Free GPUs per host in ``index.order``, candidates or not (what is in use)."""
+    room: Sequence[int]
+    """Slots per host in ``index.order``."""
     per_leaf: Mapping[DomainKey, int]
-    """Sum of ``slots`` under every tier-0 domain (or the root of a tier-less fabric)."""
-    free_per_leaf: Mapping[DomainKey, int]
-    """Free GPUs under every tier-0 domain, candidates or not (rule 3's "partly used")."""
-    max_per_leaf: Mapping[DomainKey, int]
-    """Most slots on one host under every tier-0 domain."""
+    """Sum of slots under every tier-0 domain (or the root of a tier-less fabric)."""
+
+    def slots(self, name: ids.NodeName) -> int:
+        return self.room[self.index.position[name]]
+
+    def leaf_sums(self, values: Sequence[int]) -> dict[DomainKey, int]:
+        """Sum of ``values`` (in host order) under every leaf, by prefix sums."""
+        prefix = list(itertools.accumulate(values, initial=0))
+        his = map(prefix.__getitem__, self.index.hi)
+        los = map(prefix.__getitem__, self.index.lo)
+        return dict(zip(self.index.leaves, map(operator.sub, his, los), strict=True))
 
 
 def base(
     index: tree.Tree, free: Mapping[ids.NodeName, int], gpus_per_pod: int,
     allowed: Collection[ids.NodeName] | None,
 ) -> Base:
-    """The one per-host pass of a decision, in C-level maps over the tree's host order
-    (a Python loop over 10k hosts alone would cost milliseconds)."""
-    free_gpus = list(map(free.get, index.order, itertools.repeat(0)))
-    room = list(map(operator.floordiv, free_gpus, itertools.repeat(gpus_per_pod)))
+    """The one per-host pass of a decision (a Python loop over 10k hosts would cost ms)."""
+    gpus = every = list(map(free.get, index.order, itertools.repeat(0)))
     if allowed is not None:
-        room = list(map(operator.mul, room, map(allowed.__contains__, index.order)))
-    if room and min(room) < 0:
-        room = [max(0, n) for n in room]  # over-reserved hosts: no room, not negative room
-    per_leaf: dict[DomainKey, int] = {}
-    free_per_leaf: dict[DomainKey, int] = {}
-    max_per_leaf: dict[DomainKey, int] = {}
-    for leaf, (lo, hi) in zip(index.leaves, index.bounds, strict=True):
-        if lo == hi:
-            continue
-        part = room[lo:hi]
-        per_leaf[leaf] = sum(part)
-        max_per_leaf[leaf] = max(part)
-        free_per_leaf[leaf] = sum(free_gpus[lo:hi])
-    return Base(gpus_per_pod, dict(zip(index.order, room, strict=True)), per_leaf, free_per_leaf, max_per_leaf)
+        gpus = list(map(operator.mul, gpus, map(allowed.__contains__, index.order)))
+    if gpus and min(gpus) < 0:
+        gpus = [max(0, n) for n in gpus]  # an over-reserved host has no room, not negative room
+    room = list(map(operator.floordiv, gpus, itertools.repeat(gpus_per_pod)))
+    start = Base(index, gpus_per_pod, gpus, every, room, {})
+    return dataclasses.replace(start, per_leaf=start.leaf_sums(room))
 
 
 @dataclass(frozen=True)
@@ -80,28 +100,29 @@ class Room:
     """Slots a multi-host gang may use in one mode, per host and per domain."""
 
     mode: Mode
-    slots: Mapping[ids.NodeName, int]
+    start: Base
+    excluded: frozenset[ids.NodeName]
+    """Hosts with room the mode leaves out."""
     full: Mapping[DomainKey, int]
     """Slots when the domain (or the root) holds the whole gang."""
     part: Mapping[DomainKey, int]
     """Slots when the domain is partially spanned: 0 if its uplinks are excluded in this mode."""
 
+    def slots(self, name: ids.NodeName) -> int:
+        return 0 if name in self.excluded else self.start.slots(name)
+
+    def total(self) -> int:
+        return sum(self.start.room) - sum(self.start.slots(n) for n in self.excluded)
+
 
 def room(fab: fabric.Fabric, index: tree.Tree, start: Base, mode: Mode) -> Room:
-    host_out = tree.host_degraded if mode is Mode.HEALTHY else tree.host_down
-    domain_out = tree.domain_degraded if mode is Mode.HEALTHY else tree.domain_down
-    excluded = [n for n in index.degraded_hosts if start.slots[n] and host_out(fab.hosts[n])]
-    slots: Mapping[ids.NodeName, int] = start.slots
-    per_leaf = dict(start.per_leaf)
-    if excluded:
-        kept = dict(start.slots)
-        for name in excluded:
-            per_leaf[index.leaf_of[name]] -= kept[name]
-            kept[name] = 0
-        slots = kept
-    bad = {k for k in index.degraded_domains if domain_out(fab.domains[k])}
-    full = {leaf: per_leaf.get(leaf, 0) for leaf in index.leaves}
+    host_out, domain_out = _HOSTS_OUT[mode], _DOMAINS_OUT[mode]
+    excluded = frozenset(n for n in index.degraded_hosts if start.slots(n) and host_out(fab.hosts[n]))
+    full = dict(start.per_leaf)
+    for name in excluded:
+        full[index.leaf_of[name]] -= start.slots(name)
     part = dict(full)
+    bad = {k for k in index.degraded_domains if domain_out(fab.domains[k])}
     for key in bad:
         if key[0] == 0:
             part[key] = 0
@@ -110,7 +131,7 @@ def room(fab: fabric.Fabric, index: tree.Tree, start: Base, mode: Mode) -> Room:
             total = sum(part[c] for c in index.children[key])
             full[key] = total
             part[key] = 0 if key in bad else total
-    return Room(mode, slots, full, part)
+    return Room(mode, start, excluded, full, part)
 
 
 def pack(items: Sequence[tuple[K, int]], pods: int) -> list[tuple[K, int]] | None:
@@ -181,7 +202,9 @@ def split(
         if index.is_leaf(key):
             if pick_hosts is None:
                 continue
-            room_here = [(h, space.slots[h]) for h in index.hosts_under[key] if space.slots.get(h)]
+            lo, hi = index.span[key]
+            room_here = [(h, n) for h, n in zip(index.order[lo:hi], space.start.room[lo:hi], strict=True)
+                         if n and h not in space.excluded]
             chosen_hosts = pick_hosts(room_here, n)
             if chosen_hosts is None:
                 return None

@@ -58,9 +58,14 @@ class Tree:
     """The domain a host hangs from: its tier-0 domain, or the root of a tier-less fabric."""
     order: tuple[ids.NodeName, ...]
     """Every host, grouped by the domain it hangs from (``leaves`` order), in fabric order."""
+    position: Mapping[ids.NodeName, int]
+    """Index of every host in ``order``."""
     leaves: tuple[DomainKey, ...]
-    """The domains hosts hang from, in ``order``: ``order[bounds[i][0]:bounds[i][1]]`` hang from ``leaves[i]``."""
-    bounds: tuple[tuple[int, int], ...]
+    """The domains hosts hang from; ``order[lo[i]:hi[i]]`` hang from ``leaves[i]``."""
+    lo: tuple[int, ...]
+    hi: tuple[int, ...]
+    span: Mapping[DomainKey, tuple[int, int]]
+    """``(lo, hi)`` of every entry of ``leaves``."""
     leaf_gpus: tuple[int, ...]
     """Total GPUs per entry of ``leaves``."""
     degraded_hosts: tuple[ids.NodeName, ...]
@@ -113,15 +118,19 @@ def build(fab: fabric.Fabric) -> Tree:
         leaf_of = {name: root for name in fab.hosts}
     leaves = tuple(by_tier[0]) if levels else (root,)
     order: list[ids.NodeName] = []
-    bounds: list[tuple[int, int]] = []
+    lo: list[int] = []
     for leaf in leaves:
-        bounds.append((len(order), len(order) + len(hosts_under[leaf])))
+        lo.append(len(order))
         order.extend(hosts_under[leaf])
+    hi = [*lo[1:], len(order)]
     return Tree(
         levels=levels,
         order=tuple(order),
+        position={name: i for i, name in enumerate(order)},
         leaves=leaves,
-        bounds=tuple(bounds),
+        lo=tuple(lo),
+        hi=tuple(hi),
+        span={leaf: (a, b) for leaf, a, b in zip(leaves, lo, hi, strict=True)},
         leaf_gpus=tuple(sum(fab.hosts[h].gpus for h in hosts_under[leaf]) for leaf in leaves),
         root=root,
         by_tier=(*(tuple(keys) for keys in by_tier), (root,)),

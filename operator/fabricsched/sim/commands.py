@@ -26,6 +26,7 @@ from fabricsched.sim import (
     scenario,
     traces,
 )
+from fabricsched.topology import building
 from fabricsched.topology import nodes as topo_nodes
 
 INPUT_ERROR = 2
@@ -57,7 +58,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     size = gen.add_mutually_exclusive_group(required=True)
     size.add_argument("--nodes", type=Path, help="NodeList YAML: the cluster the load refers to")
     size.add_argument("--gpus", type=int, help="total GPUs the load refers to")
-    gen.add_argument("--gpu-resource", default="nvidia.com/gpu", help="with --nodes: the GPU resource name")
+    gen.add_argument("--topology", type=Path,
+                     help="with --nodes: FabricTopology YAML; drops mix entries whose required tier "
+                     "no domain holds, and reads the GPU resource name")
     gen.add_argument("--jobs", type=int, required=True, help="number of jobs")
     gen.add_argument("--load", type=float, default=0.8, help="offered load: GPU-seconds asked per GPU-second")
     gen.add_argument("--seed", type=int, default=0)
@@ -131,18 +134,15 @@ def generate_trace(args: argparse.Namespace) -> int:
         return _fail(str(e))
     if args.jobs < 1 or args.load <= 0:
         return _fail("--jobs must be >= 1 and --load > 0")
+    max_pods: dict[tuple[str | None, int], int] | None = None
     if args.nodes is not None:
         try:
-            infos = [topo_nodes.NodeInfo.from_manifest(n.manifest) for n in manifests.read_nodes(args.nodes)]
+            max_pods, total = cluster_limits(args.nodes, args.topology, {e.gpus_per_pod for e in mix})
         except errors.SimInputError as e:
             print(str(e), file=sys.stderr)
             return INPUT_ERROR
-        per_host = [g for g in (i.gpus(args.gpu_resource) for i in infos) if g > 0]
-        total = sum(per_host)
-        sizes = {e.gpus_per_pod for e in mix}
-        max_pods = {s: sum(g // s for g in per_host) for s in sizes}
     else:
-        total, max_pods = args.gpus, None
+        total = args.gpus
     if total <= 0:
         return _fail("the cluster has no GPUs")
     options = traces.TraceOptions(args.jobs, total, args.load, args.seed, mix, duration, max_pods)
@@ -153,6 +153,27 @@ def generate_trace(args: argparse.Namespace) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(traces.to_csv(jobs), encoding="utf-8")
     return 0
+
+
+def cluster_limits(
+    nodes_path: Path, topology_path: Path | None, sizes: set[int]
+) -> tuple[dict[tuple[str | None, int], int], int]:
+    """Largest pod counts per (tier or None for the cluster, pod size), and the cluster's GPUs."""
+    if topology_path is None:
+        infos = [topo_nodes.NodeInfo.from_manifest(n.manifest) for n in manifests.read_nodes(nodes_path)]
+        per_host = [g for g in (i.gpus("nvidia.com/gpu") for i in infos) if g > 0]
+        return {(None, s): sum(g // s for g in per_host) for s in sizes}, sum(per_host)
+    spec = manifests.read_topology(topology_path)
+    infos = [topo_nodes.NodeInfo.from_manifest(n.manifest) for n in manifests.read_nodes(nodes_path)]
+    structure = building.build_fabric(spec, infos, {}).fabric
+    hosts = list(structure.hosts.values())
+    limits: dict[tuple[str | None, int], int] = {(None, s): scenario.pod_slots(hosts, s) for s in sizes}
+    for t, tier in enumerate(structure.tiers):
+        for s in sizes:
+            limits[(str(tier.name), s)] = max(
+                (scenario.pod_slots([structure.hosts[h] for h in d.hosts], s)
+                 for d in structure.tier_domains(t)), default=0)
+    return limits, sum(h.gpus for h in hosts)
 
 
 def generate_fabric(args: argparse.Namespace) -> int:

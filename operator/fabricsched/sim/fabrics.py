@@ -40,8 +40,8 @@ class Layout:
 
 
 PRESETS: dict[str, Layout] = {
-    # Classic 2-tier leaf-spine: 32 leaves of 16 hosts, 2:1 oversubscribed leaf uplinks, one spine layer.
-    "leaf-spine": Layout((TierShape("spine", 1), TierShape("leaf", 32, 2.0)), hosts_per_leaf=16),
+    # Classic 2-tier leaf-spine: 16 leaves of 16 hosts, 2:1 oversubscribed leaf uplinks, one spine layer.
+    "leaf-spine": Layout((TierShape("spine", 1), TierShape("leaf", 16, 2.0)), hosts_per_leaf=16),
     # 3-tier: 8 spine blocks of 4 leaves of 8 hosts; leaves and spine blocks both 2:1 to the tier above.
     "three-tier": Layout(
         (TierShape("core", 1), TierShape("spine", 8, 2.0), TierShape("leaf", 4, 2.0)), hosts_per_leaf=8),

@@ -15,7 +15,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-DEFAULT_MIX = "1x1:8,1x2:4,1x4:4,1x8:14,2x8:14,4x8:18,4x8@leaf:4,8x8:14,16x8:10,32x8:5,64x8:2"
+DEFAULT_MIX = "1x1:8,1x2:4,1x4:4,1x8:14,2x8:14,4x8:18,4x8@leaf:4,8x8:14,16x8:10,32x8:3,64x8:1"
 """``PODSxGPUS[@TIER]:WEIGHT``, weights by job count; ``@leaf`` marks a required tier."""
 
 DEFAULT_DURATION = "lognormal:median=3600,sigma=1.0"
@@ -59,8 +59,9 @@ class TraceOptions:
     seed: int = 0
     mix: tuple[MixEntry, ...] = ()
     duration: DurationDist = DurationDist("lognormal", (("median", 3600.0), ("sigma", 1.0)))
-    max_pods: dict[int, int] | None = None
-    """Per gpus_per_pod, the most pods the cluster can hold; bigger mix entries are dropped."""
+    max_pods: dict[tuple[str | None, int], int] | None = None
+    """The most pods of a size one domain of a tier holds (key (tier name, gpus_per_pod)) or the
+    whole cluster (key (None, gpus_per_pod)); mix entries that could never fit are dropped."""
 
 
 def parse_mix(text: str) -> tuple[MixEntry, ...]:
@@ -123,8 +124,14 @@ def generate(options: TraceOptions) -> list[TraceJob]:
     """
     rng = random.Random(options.seed)
     limits = options.max_pods or {}
-    mix = [e for e in options.mix or parse_mix(DEFAULT_MIX)
-           if e.pods <= limits.get(e.gpus_per_pod, e.pods) and e.pods * e.gpus_per_pod <= options.total_gpus]
+
+    def fits(e: MixEntry) -> bool:
+        if e.pods * e.gpus_per_pod > options.total_gpus:
+            return False
+        cluster = limits.get((None, e.gpus_per_pod), e.pods)
+        return e.pods <= min(cluster, limits.get((e.required_tier, e.gpus_per_pod), cluster))
+
+    mix = [e for e in options.mix or parse_mix(DEFAULT_MIX) if fits(e)]
     if not mix:
         raise ValueError("no mix entry fits the cluster")
     weights = [e.weight for e in mix]

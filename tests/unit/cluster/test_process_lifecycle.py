@@ -7,6 +7,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,7 +17,8 @@ from fabricsched.cluster import processes
 
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(60)"]
 # Ignores SIGTERM, and has a child in its process group that must die with it.
-STUBBORN = ["/bin/sh", "-c", "trap '' TERM; sleep 60 & wait"]
+# Says "ready" once the trap is set: a SIGTERM before that would still kill it.
+STUBBORN = ["/bin/sh", "-c", "trap '' TERM; echo ready; sleep 60 & wait"]
 
 
 @pytest.fixture
@@ -40,6 +42,9 @@ def test_stop_terminates_and_reports_what_needed_sigkill(
         tmp_path: Path, started: list[tuple[subprocess.Popen[bytes], processes.ProcessRecord]]) -> None:
     for name, argv in (("polite", SLEEPER), ("stubborn", STUBBORN)):
         started.append(processes.start(name, argv, tmp_path / f"{name}.log"))
+    deadline = time.monotonic() + 10
+    while "ready" not in (tmp_path / "stubborn.log").read_text() and time.monotonic() < deadline:
+        time.sleep(0.01)
     records = [r for _, r in started]
     killed = processes.stop(records, timeout=0.5)
     assert killed == ["stubborn"]

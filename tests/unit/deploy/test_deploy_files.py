@@ -95,7 +95,8 @@ def _dockerfile() -> list[str]:
     text = (REPO / "Dockerfile").read_text(encoding="utf-8")
     # Join continuation lines, drop comments: one instruction per entry.
     joined = re.sub(r"\\\n", " ", text)
-    return [line.strip() for line in joined.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    lines = (line.strip() for line in joined.splitlines())
+    return [line for line in lines if line and not line.startswith("#")]
 
 
 def _base_image() -> str:
@@ -108,7 +109,7 @@ def test_dockerfile_base_is_a_pinned_slim_python() -> None:
     name, _, tag = image.partition("@")[0].partition(":")
     assert name == "python"
     # A full version (3.11.11), never `latest` or a moving minor tag (3.11-slim).
-    assert re.fullmatch(r"3\.\d+\.\d+-slim(-\w+)?", tag), f"base image {image} is not pinned to a patch release"
+    assert re.fullmatch(r"3\.\d+\.\d+-slim(-\w+)?", tag), f"base {image} is not pinned to a patch release"
     minor = tuple(int(part) for part in tag.split("-")[0].split(".")[:2])
     assert minor >= (3, 11), "pyproject.toml requires Python >= 3.11"
 
@@ -197,9 +198,9 @@ def test_chart_topograph_preset_reads_the_kind_labels() -> None:
 
 @pytest.mark.parametrize("preset", ["topograph", "nvidia", "aws", "gke"])
 def test_chart_preset_is_a_valid_topology_spec(preset: str) -> None:
-    values = _yaml(CHART / "values.yaml")["topology"]
+    values = _yaml(CHART / "values.yaml")["topology"]["presets"][preset]
     spec = api.FabricTopologySpec.model_validate(
-        {"nodeSelector": values["presets"][preset]["nodeSelector"], "tiers": values["presets"][preset]["tiers"]}
+        {"nodeSelector": values["nodeSelector"], "tiers": values["tiers"]}
     )
     labels = [tier.node_label for tier in spec.tiers]
     assert len(set(labels)) == len(labels), "two tiers read the same label"

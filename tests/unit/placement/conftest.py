@@ -118,8 +118,8 @@ class FabricBuilder:
             children = tuple(sorted(n for (t, n), p in self._parents.items() if t == tier - 1 and p == name))
             health = self._health.get((tier, name), _DomainHealth())
             domains[(tier, ids.DomainName(name))] = fabric.Domain(
-                tier, ids.DomainName(name), None if parent is None else ids.DomainName(parent), below, children,
-                sum(hosts[h].gpus for h in below), health.health, health.state)
+                tier, ids.DomainName(name), None if parent is None else ids.DomainName(parent), below,
+                children, sum(hosts[h].gpus for h in below), health.health, health.state)
         return fabric.Fabric(tiers, hosts, domains, self.gpu_bandwidth_gbps)
 
 

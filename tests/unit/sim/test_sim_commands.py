@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import SimFiles
 
+from conftest import SimFiles
 from fabricsched import cli
 from fabricsched.sim import policies, records, traces
 
@@ -86,14 +86,19 @@ def test_trace_generate_is_seeded_and_offers_the_asked_load(tmp_path: Path) -> N
     assert sum(j.pods == 1 for j in jobs) > sum(j.pods >= 32 for j in jobs) * 5
 
 
-def test_trace_generate_for_a_nodes_file_drops_jobs_larger_than_the_cluster(files: SimFiles) -> None:
+def test_trace_generate_for_a_fabric_drops_jobs_that_could_never_fit(files: SimFiles) -> None:
     files.fabric()  # 4 hosts of 8 GPUs
     out = files.root / "jobs.csv"
     assert cli.main(["trace", "generate", "--nodes", str(files.nodes), "--jobs", "300",
                      "--out", str(out)]) == 0
     jobs = records.read_jobs(out)
-    assert max(j.pods * j.gpus_per_pod for j in jobs) <= 32
-    files.job_rows(*out.read_text().splitlines()[1:]).load()
+    assert max(j.pods * j.gpus_per_pod for j in jobs) == 32
+    assert any(j.required_tier == "leaf" and j.pods == 4 for j in jobs)  # unknown leaf size: kept
+    assert cli.main(["trace", "generate", "--nodes", str(files.nodes), "--topology", str(files.topology),
+                     "--jobs", "300", "--out", str(out)]) == 0
+    jobs = records.read_jobs(out)
+    assert not any(j.required_tier == "leaf" and j.pods > 2 for j in jobs)  # a leaf holds two 8-GPU pods
+    files.load()
 
 
 @pytest.mark.parametrize(
@@ -101,8 +106,10 @@ def test_trace_generate_for_a_nodes_file_drops_jobs_larger_than_the_cluster(file
     [
         pytest.param("--mix", "4x8", "bad mix entry '4x8'", id="a mix entry without a weight"),
         pytest.param("--mix", "0x8:1", "pods and gpus >= 1", id="a mix entry with zero pods"),
-        pytest.param("--duration-dist", "gamma:k=2", "unknown duration distribution", id="an unknown distribution"),
-        pytest.param("--duration-dist", "lognormal:median=60", "lognormal needs median, sigma", id="a missing sigma"),
+        pytest.param("--duration-dist", "gamma:k=2", "unknown duration distribution",
+                     id="an unknown distribution"),
+        pytest.param("--duration-dist", "lognormal:median=60", "lognormal needs median, sigma",
+                     id="a missing sigma"),
     ],
 )
 def test_trace_generate_rejects_bad_options(

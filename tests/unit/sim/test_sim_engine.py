@@ -8,8 +8,8 @@ two 8-GPU pods split across the leaves offers D = 1 x 800 x 1 / 1 = 800 Gbps to 
 from __future__ import annotations
 
 import pytest
-from conftest import Scripted, SimFiles
 
+from conftest import Scripted, SimFiles
 from fabricsched.sim import engine, results
 
 A, B, C, D = "gpu-0001", "gpu-0002", "gpu-0003", "gpu-0004"  # A, B under l00; C, D under l01

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import JOB_HEADER, SimFiles
 
+from conftest import JOB_HEADER, SimFiles
 from fabricsched import cli
 from fabricsched.sim import errors
 
@@ -21,8 +21,10 @@ JOB_CASES = [
     pytest.param(["a,0,1,8,0,"], 2, "duration_s must be > 0", id="a zero duration"),
     pytest.param([OK_JOB, "ok,1,1,8,10,"], 3, "already defined on line 2", id="a repeated job name"),
     pytest.param(["a,0,1,8,10,rack"], 2, "unknown required_tier 'rack'", id="an unknown required tier"),
-    pytest.param([OK_JOB, "huge,0,5,8,10,"], 3, "the whole cluster holds at most 4", id="a job larger than the cluster"),
-    pytest.param(["wide,0,3,8,10,leaf"], 2, "the largest leaf holds 2", id="a required tier no domain can hold"),
+    pytest.param([OK_JOB, "huge,0,5,8,10,"], 3, "the whole cluster holds at most 4",
+                 id="a job larger than the cluster"),
+    pytest.param(["wide,0,3,8,10,leaf"], 2, "the largest leaf holds 2",
+                 id="a required tier no domain can hold"),
 ]
 
 
@@ -37,7 +39,8 @@ def test_bad_job_rows_name_file_and_line(files: SimFiles, rows: list[str], line:
 
 
 def test_a_bad_job_header_is_reported_on_its_line(files: SimFiles) -> None:
-    files.fabric().job_rows(OK_JOB, header="# a comment first\nname,submit,pods,gpus_per_pod,duration_s,required_tier")
+    bad = "name,submit,pods,gpus_per_pod,duration_s,required_tier"
+    files.fabric().job_rows(OK_JOB, header=f"# a comment first\n{bad}")
     with pytest.raises(errors.SimInputError, match=r":2: bad header") as caught:
         files.load()
     assert caught.value.path == str(files.jobs)
@@ -69,7 +72,7 @@ def test_a_topology_error_points_at_the_offending_key(files: SimFiles) -> None:
     files.fabric().job_rows(OK_JOB)
     text = files.topology.read_text().replace("oversubscription: 2.0", "oversubscription: -1")
     files.topology.write_text(text)
-    with pytest.raises(errors.SimInputError, match="spec.tiers.0.oversubscription") as caught:
+    with pytest.raises(errors.SimInputError, match=r"spec\.tiers\.0\.oversubscription") as caught:
         files.load()
     line = text.splitlines()[caught.value.line - 1]
     assert "oversubscription: -1" in line

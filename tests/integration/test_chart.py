@@ -1,0 +1,646 @@
+"""The Helm chart, with the real helm, API server and kube-scheduler.
+
+- `helm lint --strict` and `helm template` with the default values and with every preset;
+  values.schema.json refuses bad values.
+- The chart's KubeSchedulerConfiguration is the Python rendering of the one shared template.
+- Every rendered object is accepted by the API server (`kubectl apply --dry-run=server`), in a
+  namespace that warns about the `restricted` Pod Security profile.
+- The rendered RBAC, applied for real: `kubectl auth can-i` as the chart's service account, the
+  scheduler rules compared with the live system:kube-scheduler, and the real kube-scheduler run
+  with the rendered configuration as that service account (it must take its own Lease and hit no
+  `forbidden`).
+- hack/kind-gpu.sh gives a node GPU capacity.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from fabricsched.api import topology as api
+from fabricsched.cluster import binaries, errors
+from fabricsched.extender import schedconfig
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+CHART = REPO / "charts" / "fabricsched"
+RELEASE = "chart-test"
+SERVICE_ACCOUNT = f"{RELEASE}-fabricsched"
+
+# Value sets rendered, linted and dry-run applied; ids read as sentences.
+VALUE_SETS: dict[str, dict[str, Any]] = {
+    "the default values": {},
+    "the topograph preset with a FabricTopology": {"topology": {"create": True, "preset": "topograph"}},
+    "the nvidia preset with a FabricTopology": {"topology": {"create": True, "preset": "nvidia"}},
+    "the aws preset with a FabricTopology": {"topology": {"create": True, "preset": "aws"}},
+    "the gke preset with a FabricTopology": {"topology": {"create": True, "preset": "gke"}},
+    "custom tiers, health and a cordoned leaf": {
+        "topology": {
+            "create": True, "name": "ib-east", "nodeSelector": {},
+            "tiers": [{"name": "su", "nodeLabel": "example.com/su", "oversubscription": 2.0},
+                      {"name": "spine", "nodeLabel": "example.com/spine"}],
+            "rails": 2, "railDevices": ["mlx5_0", "mlx5_1"], "gpuBandwidthGbps": 200,
+            "health": {"recoverAfterSeconds": 60, "degradedCapacity": 0.25},
+            "links": [{"tier": "su", "domain": "su07", "state": "degraded", "capacity": 0.25,
+                       "reason": "4 of 16 uplinks flapping"}],
+        }
+    },
+    "a ServiceMonitor, extra args and no authentication reader": {
+        "metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "prometheus"}}},
+        "rbac": {"authenticationReader": False},
+        "scheduler": {"extraArgs": ["--kube-api-qps=100"]},
+        "fabricsched": {"extraArgs": ["--log-format=json"]},
+        "priorityClassName": "system-cluster-critical",
+        "tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists"}],
+    },
+    "a service account made elsewhere": {"serviceAccount": {"create": False, "name": "pre-made"}},
+}
+
+
+# --- tools -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Helm:
+    binary: Path
+    home: Path
+
+    def run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        env = {**os.environ, "HELM_CACHE_HOME": str(self.home / "cache"),
+               "HELM_CONFIG_HOME": str(self.home / "config"), "HELM_DATA_HOME": str(self.home / "data")}
+        result = subprocess.run([str(self.binary), *args], capture_output=True, text=True, env=env,
+                                timeout=120, check=False)
+        if check and result.returncode != 0:
+            raise AssertionError(f"helm {' '.join(args)} failed:\n{result.stderr}")
+        return result
+
+    def template(self, values: Mapping[str, Any], namespace: str, *, check: bool = True,
+                 ) -> subprocess.CompletedProcess[str]:
+        values_file = self.home / f"values-{uuid.uuid4().hex[:8]}.yaml"
+        values_file.write_text(yaml.safe_dump(dict(values)), encoding="utf-8")
+        # The kube version is given because a helm built without release ldflags assumes v1.20.
+        return self.run("template", RELEASE, str(CHART), "--namespace", namespace,
+                        "--kube-version", binaries.KUBERNETES_VERSION, "--values", str(values_file),
+                        check=check)
+
+    def render(self, values: Mapping[str, Any], namespace: str) -> list[dict[str, Any]]:
+        return [doc for doc in yaml.safe_load_all(self.template(values, namespace).stdout) if doc]
+
+
+def _missing(reason: str) -> None:
+    # As in conftest.py: skip on a developer's machine, fail under CI (a run must not pass by skipping).
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"CI=true and {reason}", pytrace=False)
+    pytest.skip(f"{reason}; run `make tools`")
+
+
+@pytest.fixture(scope="module")
+def tools() -> binaries.Binaries:
+    try:
+        found = binaries.find()
+    except errors.MissingBinaries as e:
+        _missing(str(e))
+        raise
+    if found.helm is None:
+        _missing(f"helm {binaries.HELM_VERSION} is not built")
+    return found
+
+
+@pytest.fixture(scope="module")
+def helm(tools: binaries.Binaries, tmp_path_factory: pytest.TempPathFactory) -> Helm:
+    assert tools.helm is not None
+    return Helm(tools.helm, tmp_path_factory.mktemp("helm"))
+
+
+@dataclass(frozen=True)
+class Kubectl:
+    binary: Path
+    kubeconfig: Path
+
+    def run(self, *args: str, stdin: str | None = None, check: bool = True,
+            ) -> subprocess.CompletedProcess[str]:
+        result = subprocess.run([str(self.binary), "--kubeconfig", str(self.kubeconfig), *args],
+                                input=stdin, capture_output=True, text=True, timeout=120, check=False)
+        if check and result.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed:\n{result.stderr}")
+        return result
+
+    def apply(self, docs: Sequence[Mapping[str, Any]], *extra: str) -> subprocess.CompletedProcess[str]:
+        return self.run("apply", "-f", "-", *extra, stdin=yaml.safe_dump_all([dict(d) for d in docs]))
+
+
+@pytest.fixture(scope="module")
+def kubectl(cluster: Any, tools: binaries.Binaries) -> Kubectl:
+    ctl = Kubectl(tools.kubectl, Path(cluster.kubeconfig))
+    # Helm installs crds/ before the templates; the tests do the same.
+    ctl.run("apply", "--server-side", "--force-conflicts", "-f", str(CHART / "crds"))
+    for crd in (CHART / "crds").glob("*.yaml"):
+        ctl.run("wait", "--for=condition=Established", "--timeout=60s", "-f", str(crd))
+    return ctl
+
+
+def of_kind(docs: Sequence[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [doc for doc in docs if doc["kind"] == kind]
+
+
+def one(docs: Sequence[dict[str, Any]], kind: str, name_suffix: str = "") -> dict[str, Any]:
+    found = [d for d in of_kind(docs, kind) if d["metadata"]["name"].endswith(name_suffix)]
+    assert len(found) == 1, f"expected one {kind} named *{name_suffix}, got {len(found)}"
+    return found[0]
+
+
+# --- helm lint and the values schema -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("values", VALUE_SETS.values(), ids=list(VALUE_SETS))
+def test_helm_lint_strict_passes_with(helm: Helm, values: dict[str, Any], tmp_path: Path) -> None:
+    values_file = tmp_path / "values.yaml"
+    values_file.write_text(yaml.safe_dump(values), encoding="utf-8")
+    result = helm.run("lint", "--strict", str(CHART), "--kube-version", binaries.KUBERNETES_VERSION,
+                      "--values", str(values_file), "--namespace", "fabricsched-system")
+    assert "1 chart(s) linted, 0 chart(s) failed" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("values", "complaint"),
+    [
+        pytest.param({"fabricsched": {"healthPort": 8888}}, "healthPort",
+                     id="the health port may not take the extender's 8888"),
+        pytest.param({"scheduler": {"securePort": 0}}, "securePort",
+                     id="the scheduler needs its secure port"),
+        pytest.param({"sheduler": {}}, "sheduler", id="a misspelt top-level key is refused"),
+        pytest.param({"topology": {"links": [{"tier": "leaf", "domain": "l1", "state": "broken"}]}}, "state",
+                     id="a link state outside healthy, degraded, down is refused"),
+        pytest.param({"metrics": {"serviceMonitor": {"interval": "30 seconds"}}}, "interval",
+                     id="a scrape interval must be a duration"),
+        pytest.param({"topology": {"create": True, "preset": "azure"}}, "azure",
+                     id="an unknown preset is refused when a topology is created"),
+        pytest.param({"metrics": {"service": {"enabled": False}, "serviceMonitor": {"enabled": True}}},
+                     "metrics.service.enabled", id="a ServiceMonitor needs the metrics Service"),
+    ],
+)
+def test_bad_values_are_refused(helm: Helm, values: dict[str, Any], complaint: str) -> None:
+    result = helm.template(values, "fabricsched-system", check=False)
+    assert result.returncode != 0, f"helm accepted {values}"
+    assert complaint in result.stderr
+
+
+# --- what the templates render ------------------------------------------------------------------
+
+
+def test_default_render_has_one_deployment_and_no_optional_objects(helm: Helm) -> None:
+    docs = helm.render({}, "fabricsched-system")
+    kinds = sorted(doc["kind"] for doc in docs)
+    assert kinds == sorted([
+        "ServiceAccount", "ConfigMap", "ClusterRole", "ClusterRole", "ClusterRoleBinding",
+        "ClusterRoleBinding", "ClusterRoleBinding", "Role", "RoleBinding", "RoleBinding", "Service",
+        "Deployment",
+    ])
+    for doc in docs:
+        if doc["kind"] not in ("ClusterRole", "ClusterRoleBinding"):
+            assert doc["metadata"]["namespace"] in ("fabricsched-system", "kube-system"), doc["metadata"]
+
+
+def test_deployment_runs_the_scheduler_and_fabricsched_side_by_side(helm: Helm) -> None:
+    deployment = one(helm.render({}, "fabricsched-system"), "Deployment")
+    spec = deployment["spec"]
+    assert spec["replicas"] == 1
+    assert spec["strategy"] == {"type": "Recreate"}
+    pod = spec["template"]["spec"]
+    assert pod["serviceAccountName"] == SERVICE_ACCOUNT
+    containers = {c["name"]: c for c in pod["containers"]}
+    assert set(containers) == {"kube-scheduler", "fabricsched"}
+
+    scheduler = containers["kube-scheduler"]
+    assert scheduler["image"] == f"registry.k8s.io/kube-scheduler:{binaries.KUBERNETES_VERSION}"
+    assert "--config=/etc/fabricsched/kube-scheduler-config.yaml" in scheduler["args"]
+    for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
+        assert scheduler[probe]["httpGet"]["scheme"] == "HTTPS"
+        assert scheduler[probe]["httpGet"]["port"] == "scheduler"
+
+    fabric = containers["fabricsched"]
+    assert fabric["image"] == "fabricsched:0.1.0"
+    assert fabric["args"][0] == "run"
+    assert "--health-address=0.0.0.0:8081" in fabric["args"]
+    assert "--events-namespace=fabricsched-system" in fabric["args"]
+    assert "--namespace-for-leases=fabricsched-system" in fabric["args"]
+    assert fabric["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert fabric["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    # The extender answers the scheduler on the pod's loopback; no port of it is published.
+    assert [p["containerPort"] for p in fabric["ports"]] == [8081]
+
+
+@pytest.mark.parametrize("values", VALUE_SETS.values(), ids=list(VALUE_SETS))
+def test_every_container_is_locked_down_with(helm: Helm, values: dict[str, Any]) -> None:
+    pod = one(helm.render(values, "fabricsched-system"), "Deployment")["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    for container in pod["containers"]:
+        security = container["securityContext"]
+        assert security["allowPrivilegeEscalation"] is False
+        assert security["readOnlyRootFilesystem"] is True
+        assert security["capabilities"] == {"drop": ["ALL"]}
+        assert container["resources"]["requests"] and container["resources"]["limits"]["memory"]
+
+
+@pytest.mark.parametrize("namespace", ["fabricsched-system", "kube-system"])
+def test_scheduler_config_is_the_python_rendering_of_the_shared_template(helm: Helm, namespace: str) -> None:
+    configmap = one(helm.render({}, namespace), "ConfigMap", "-scheduler-config")
+    expected = schedconfig.render(schedconfig.SchedulerConfigOptions(
+        kubeconfig="", extender_url="http://127.0.0.1:8888", lease_namespace=namespace))
+    assert configmap["data"]["kube-scheduler-config.yaml"] == expected
+
+
+def test_scheduler_config_names_the_lease_the_role_grants(helm: Helm) -> None:
+    docs = helm.render({}, "fabricsched-system")
+    config = yaml.safe_load(one(docs, "ConfigMap")["data"]["kube-scheduler-config.yaml"])
+    election = config["leaderElection"]
+    assert election["resourceName"] == schedconfig.LEASE_NAME != "kube-scheduler"
+    assert election["resourceNamespace"] == "fabricsched-system"
+    role = one(docs, "Role", "-leader-election")
+    named = [rule for rule in role["rules"] if rule.get("resourceNames")]
+    assert named == [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                      "resourceNames": [schedconfig.LEASE_NAME], "verbs": ["get", "update"]}]
+    assert [p["schedulerName"] for p in config["profiles"]] == [schedconfig.SCHEDULER_NAME]
+
+
+def test_rbac_has_no_wildcards_and_no_secrets(helm: Helm) -> None:
+    docs = helm.render({}, "fabricsched-system")
+    rules = [rule for doc in of_kind(docs, "ClusterRole") + of_kind(docs, "Role") for rule in doc["rules"]]
+    assert rules
+    for rule in rules:
+        for field in ("apiGroups", "resources", "verbs"):
+            assert "*" not in rule[field], rule
+        assert "secrets" not in rule["resources"], rule
+        assert not {"escalate", "bind", "impersonate"} & set(rule["verbs"]), rule
+    roles = {ref["roleRef"]["name"] for ref in of_kind(docs, "ClusterRoleBinding")}
+    assert "cluster-admin" not in roles and "system:kube-scheduler" not in roles
+
+
+@pytest.mark.parametrize("preset", ["topograph", "nvidia", "aws", "gke"])
+def test_preset_creates_a_valid_topology_with_its_label_set(helm: Helm, preset: str) -> None:
+    chart_values = yaml.safe_load((CHART / "values.yaml").read_text(encoding="utf-8"))
+    values = chart_values["topology"]["presets"][preset]
+    topology = one(helm.render({"topology": {"create": True, "preset": preset}}, "ns"), "FabricTopology")
+    assert topology["apiVersion"] == api.API_VERSION
+    assert "namespace" not in topology["metadata"], "FabricTopology is cluster-scoped"
+    spec = api.FabricTopologySpec.model_validate(topology["spec"])
+    assert [t.node_label for t in spec.tiers] == [t["nodeLabel"] for t in values["tiers"]]
+    assert spec.node_selector.to_wire() == api.LabelSelector.model_validate(values["nodeSelector"]).to_wire()
+
+
+def test_custom_tiers_override_the_preset(helm: Helm) -> None:
+    values = VALUE_SETS["custom tiers, health and a cordoned leaf"]
+    topology = one(helm.render(values, "ns"), "FabricTopology")
+    spec = api.FabricTopologySpec.model_validate(topology["spec"])
+    assert [t.node_label for t in spec.tiers] == ["example.com/su", "example.com/spine"]
+    assert spec.node_selector == api.LabelSelector()
+    assert spec.rails == 2 and spec.rail_devices == ["mlx5_0", "mlx5_1"]
+    assert spec.health.recover_after_seconds == 60
+    assert [(link.domain, link.state) for link in spec.links] == [("su07", api.LinkState.DEGRADED)]
+    assert topology["metadata"]["annotations"]["fabricsched.io/preset"] == "custom"
+
+
+def test_service_monitor_scrapes_the_metrics_service(helm: Helm) -> None:
+    docs = helm.render(VALUE_SETS["a ServiceMonitor, extra args and no authentication reader"], "monitoring")
+    monitor, service = one(docs, "ServiceMonitor"), one(docs, "Service", "-metrics")
+    assert monitor["metadata"]["labels"]["release"] == "prometheus"
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    assert [e["port"] for e in monitor["spec"]["endpoints"]] == [p["name"] for p in service["spec"]["ports"]]
+    assert not [rb for rb in of_kind(docs, "RoleBinding") if rb["metadata"]["namespace"] == "kube-system"]
+
+
+# --- the real API server ---------------------------------------------------------------------
+
+SERVICE_MONITOR_CRD = """
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: servicemonitors.monitoring.coreos.com
+spec:
+  group: monitoring.coreos.com
+  names:
+    {kind: ServiceMonitor, listKind: ServiceMonitorList, plural: servicemonitors, singular: servicemonitor}
+  scope: Namespaced
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            required: [selector, endpoints]
+            properties:
+              selector: {type: object, x-kubernetes-preserve-unknown-fields: true}
+              namespaceSelector: {type: object, x-kubernetes-preserve-unknown-fields: true}
+              endpoints:
+                type: array
+                items: {type: object, x-kubernetes-preserve-unknown-fields: true}
+"""
+
+
+@pytest.fixture(scope="module")
+def restricted_namespace(kubectl: Kubectl) -> Iterator[str]:
+    """A namespace that warns about any pod template breaking the `restricted` Pod Security profile."""
+    name = f"chart-dry-run-{uuid.uuid4().hex[:6]}"
+    kubectl.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": {
+        "pod-security.kubernetes.io/enforce": "restricted",
+        "pod-security.kubernetes.io/warn": "restricted",
+    }}}])
+    yield name
+    kubectl.run("delete", "namespace", name, "--wait=false", check=False)
+
+
+@pytest.fixture(scope="module")
+def service_monitor_crd(kubectl: Kubectl) -> Iterator[None]:
+    """A minimal ServiceMonitor CRD (the shape prometheus-operator serves), unless one is installed."""
+    present = kubectl.run("get", "crd", "servicemonitors.monitoring.coreos.com", check=False).returncode == 0
+    if not present:
+        kubectl.run("apply", "-f", "-", stdin=SERVICE_MONITOR_CRD)
+        kubectl.run("wait", "--for=condition=Established", "--timeout=60s",
+                    "crd/servicemonitors.monitoring.coreos.com")
+    yield
+    if not present:
+        kubectl.run("delete", "crd", "servicemonitors.monitoring.coreos.com", "--wait=false", check=False)
+
+
+@pytest.mark.parametrize("values", VALUE_SETS.values(), ids=list(VALUE_SETS))
+def test_api_server_accepts_every_rendered_object_with(
+    helm: Helm, kubectl: Kubectl, restricted_namespace: str, service_monitor_crd: None,
+    values: dict[str, Any],
+) -> None:
+    docs = helm.render(values, restricted_namespace)
+    result = kubectl.apply(docs, "--dry-run=server")
+    applied = [line for line in result.stdout.splitlines() if line.strip()]
+    assert len(applied) == len(docs), result.stdout
+    assert "PodSecurity" not in result.stderr, result.stderr
+
+
+# --- the rendered RBAC, applied for real -------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def release(helm: Helm, kubectl: Kubectl) -> Iterator[str]:
+    """The chart's service account, RBAC and ConfigMap applied for real in a fresh namespace.
+
+    The Deployment and Service are left out: this control plane runs no kubelet.
+    """
+    namespace = f"chart-rbac-{uuid.uuid4().hex[:6]}"
+    kubectl.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}])
+    docs = [d for d in helm.render({}, namespace) if d["kind"] not in ("Deployment", "Service")]
+    kubectl.apply(docs)
+    yield namespace
+    for doc in docs:
+        if "namespace" not in doc["metadata"] or doc["metadata"]["namespace"] == "kube-system":
+            kubectl.run("delete", doc["kind"].lower(), doc["metadata"]["name"], "--ignore-not-found",
+                        "-n", doc["metadata"].get("namespace", "default"), check=False)
+    kubectl.run("delete", "namespace", namespace, "--wait=false", check=False)
+
+
+def _can_i(kubectl: Kubectl, namespace: str, *args: str) -> bool:
+    result = kubectl.run("auth", "can-i", *args, f"--as=system:serviceaccount:{namespace}:{SERVICE_ACCOUNT}",
+                         check=False)
+    answer = result.stdout.strip()
+    assert answer in ("yes", "no"), result.stderr
+    return answer == "yes"
+
+
+ALLOWED = {
+    "list nodes": ("list", "nodes"),
+    "watch pods in any namespace": ("watch", "pods", "--all-namespaces"),
+    "list jobs in any namespace": ("list", "jobs.batch", "--all-namespaces"),
+    "patch fabrictopologies/status": ("patch", "fabrictopologies.fabricsched.io", "--subresource=status"),
+    "create fabricplacements": ("create", "fabricplacements.fabricsched.io", "-n", "train"),
+    "update fabricplacements/status": ("update", "fabricplacements.fabricsched.io", "--subresource=status",
+                                       "-n", "train"),
+    "create events": ("create", "events", "-n", "train"),
+    "bind pods": ("create", "pods", "--subresource=binding", "-n", "train"),
+    "patch pod status": ("patch", "pods", "--subresource=status", "-n", "train"),
+    "update its own lease": ("update", "leases.coordination.k8s.io/fabricsched-scheduler", "-n", "{ns}"),
+    "create a lease in its namespace": ("create", "leases.coordination.k8s.io", "-n", "{ns}"),
+    "bind persistent volumes": ("update", "persistentvolumes"),
+    "read the authentication configmap": ("get", "configmaps/extension-apiserver-authentication",
+                                          "-n", "kube-system"),
+}
+DENIED = {
+    "get secrets": ("get", "secrets", "-n", "{ns}"),
+    "list secrets anywhere": ("list", "secrets", "--all-namespaces"),
+    "delete nodes": ("delete", "nodes"),
+    "patch nodes": ("patch", "nodes"),
+    "create pods in kube-system": ("create", "pods", "-n", "kube-system"),
+    "delete pods (preemption is off)": ("delete", "pods", "-n", "train"),
+    "update the default scheduler's lease": ("update", "leases.coordination.k8s.io/kube-scheduler",
+                                             "-n", "kube-system"),
+    "create leases in kube-system": ("create", "leases.coordination.k8s.io", "-n", "kube-system"),
+    "escalate cluster roles": ("escalate", "clusterroles.rbac.authorization.k8s.io"),
+    "bind cluster roles": ("bind", "clusterroles.rbac.authorization.k8s.io"),
+    "create role bindings": ("create", "rolebindings.rbac.authorization.k8s.io", "-n", "{ns}"),
+    "impersonate users": ("impersonate", "users"),
+    "create fabrictopologies": ("create", "fabrictopologies.fabricsched.io"),
+    "update jobs": ("update", "jobs.batch", "-n", "train"),
+    "read other configmaps in kube-system": ("get", "configmaps/kube-proxy", "-n", "kube-system"),
+}
+
+
+@pytest.mark.parametrize("args", ALLOWED.values(), ids=[f"the service account can {k}" for k in ALLOWED])
+def test_service_account_can(kubectl: Kubectl, release: str, args: tuple[str, ...]) -> None:
+    assert _can_i(kubectl, release, *(a.format(ns=release) for a in args))
+
+
+@pytest.mark.parametrize("args", DENIED.values(), ids=[f"the service account cannot {k}" for k in DENIED])
+def test_service_account_cannot(kubectl: Kubectl, release: str, args: tuple[str, ...]) -> None:
+    assert not _can_i(kubectl, release, *(a.format(ns=release) for a in args))
+
+
+Grant = tuple[str, str, str, str]
+"""(apiGroup, resource, verb, resourceName or "")."""
+
+# What the chart's scheduler ClusterRole deliberately leaves out of system:kube-scheduler.
+NOT_GRANTED: set[tuple[str, str, str]] = {
+    ("coordination.k8s.io", "leases", "create"),  # the namespaced Role creates our lease
+    ("", "pods", "delete"),  # preemption is disabled in the profile
+}
+NOT_GRANTED_RESOURCES = {("coordination.k8s.io", "leasecandidates"), ("extensions", "replicasets")}
+
+
+def _grants(rules: Sequence[Mapping[str, Any]]) -> set[Grant]:
+    return {
+        (group, resource, verb, name)
+        for rule in rules for group in rule.get("apiGroups", []) for resource in rule.get("resources", [])
+        for verb in rule["verbs"] for name in (rule.get("resourceNames") or [""])
+    }
+
+
+def test_scheduler_role_is_system_kube_scheduler_minus_the_documented_exclusions(
+    kubectl: Kubectl, release: str,
+) -> None:
+    live = yaml.safe_load(kubectl.run("get", "clusterrole", "system:kube-scheduler", "-o", "yaml").stdout)
+    ours = yaml.safe_load(kubectl.run("get", "clusterrole", f"{RELEASE}-fabricsched-scheduler", "-o",
+                                      "yaml").stdout)
+    expected = {
+        grant for grant in _grants(live["rules"])
+        if grant[3] != "kube-scheduler"  # the default scheduler's own lease
+        and grant[:3] not in NOT_GRANTED and grant[:2] not in NOT_GRANTED_RESOURCES
+    }
+    granted = _grants(ours["rules"])
+    assert granted == expected, (
+        f"missing: {sorted(expected - granted)}; beyond system:kube-scheduler: {sorted(granted - expected)}"
+    )
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _impersonating_kubeconfig(admin: Path, namespace: str, target: Path) -> Path:
+    """The admin kubeconfig acting as the chart's service account (client-go honours `as`)."""
+    config = yaml.safe_load(admin.read_text(encoding="utf-8"))
+    for user in config["users"]:
+        user["user"]["as"] = f"system:serviceaccount:{namespace}:{SERVICE_ACCOUNT}"
+        user["user"]["as-groups"] = ["system:serviceaccounts", f"system:serviceaccounts:{namespace}",
+                                     "system:authenticated"]
+    target.write_text(yaml.safe_dump(config), encoding="utf-8")
+    return target
+
+
+def _healthz(port: int) -> bool:
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE  # the scheduler serves a self-signed certificate
+    try:
+        with urllib.request.urlopen(f"https://127.0.0.1:{port}/healthz", context=context, timeout=2) as r:
+            return bool(r.status == 200)
+    except (urllib.error.URLError, ConnectionError, TimeoutError):
+        return False
+
+
+def test_kube_scheduler_runs_the_rendered_config_as_the_service_account(
+    tools: binaries.Binaries, kubectl: Kubectl, release: str, helm: Helm, tmp_path: Path,
+) -> None:
+    rendered = one(helm.render({}, release), "ConfigMap")["data"]["kube-scheduler-config.yaml"]
+    config = yaml.safe_load(rendered)
+    # The one value that differs outside a pod: where the credentials come from.
+    assert config["clientConnection"]["kubeconfig"] == ""
+    config["clientConnection"]["kubeconfig"] = str(
+        _impersonating_kubeconfig(kubectl.kubeconfig, release, tmp_path / "kubeconfig"))
+    config_file = tmp_path / "kube-scheduler-config.yaml"
+    config_file.write_text(yaml.safe_dump(config), encoding="utf-8")
+    port, log = _free_port(), tmp_path / "kube-scheduler.log"
+
+    with log.open("w") as out:
+        process = subprocess.Popen(
+            [str(tools.kube_scheduler), f"--config={config_file}", f"--secure-port={port}",
+             "--bind-address=127.0.0.1", "--v=2"], stdout=out, stderr=subprocess.STDOUT)
+    try:
+        holder = ""
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and process.poll() is None:
+            lease = kubectl.run("get", "lease", schedconfig.LEASE_NAME, "-n", release, "-o",
+                                "jsonpath={.spec.holderIdentity}", check=False)
+            holder = lease.stdout.strip() if lease.returncode == 0 else ""
+            if holder and _healthz(port):
+                break
+            time.sleep(0.5)
+        # Let every informer list once more after taking the lease.
+        time.sleep(2)
+        assert process.poll() is None, f"kube-scheduler exited:\n{log.read_text()[-3000:]}"
+        lease_name = f"{release}/{schedconfig.LEASE_NAME}"
+        assert holder, f"kube-scheduler took no lease {lease_name}:\n{log.read_text()[-3000:]}"
+        assert _healthz(port)
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    forbidden = [line for line in log.read_text().splitlines() if "forbidden" in line]
+    assert not forbidden, "the scheduler lacks rights:\n" + "\n".join(forbidden[:10])
+
+
+def test_operator_runs_as_the_service_account(kubectl: Kubectl, release: str, tmp_path: Path) -> None:
+    """`fabricsched run` with the chart's rights: ready, writes a topology's status, never refused."""
+    topology = f"chart-rbac-{uuid.uuid4().hex[:6]}"
+    kubectl.apply([{"apiVersion": api.API_VERSION, "kind": api.KIND, "metadata": {"name": topology},
+                    "spec": {"nodeSelector": {"matchLabels": {"fabricsched.io/test": topology}},
+                             "tiers": [{"name": "leaf", "nodeLabel": "fabricsched.io/test-leaf"}]}}])
+    health, log = _free_port(), tmp_path / "fabricsched.log"
+    kubeconfig = _impersonating_kubeconfig(kubectl.kubeconfig, release, tmp_path / "kubeconfig")
+    with log.open("w") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "fabricsched.cli", "run", f"--kubeconfig={kubeconfig}",
+             f"--health-address=127.0.0.1:{health}", f"--extender-address=127.0.0.1:{_free_port()}",
+             f"--events-namespace={release}", f"--namespace-for-leases={release}", "--verbose"],
+            stdout=out, stderr=subprocess.STDOUT)
+    try:
+        conditions = ""
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and process.poll() is None and not conditions:
+            status = kubectl.run("get", api.PLURAL, topology, "-o", "jsonpath={.status.conditions}",
+                                 check=False)
+            conditions = status.stdout.strip()
+            time.sleep(0.5)
+        assert process.poll() is None, f"fabricsched run exited:\n{log.read_text()[-3000:]}"
+        assert conditions, f"no status written to {topology}:\n{log.read_text()[-3000:]}"
+        with urllib.request.urlopen(f"http://127.0.0.1:{health}/readyz", timeout=5) as response:
+            assert response.status == 200
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        kubectl.run("delete", api.PLURAL, topology, "--ignore-not-found", check=False)
+    refused = [line for line in log.read_text().splitlines() if "forbidden" in line.lower()]
+    assert not refused, "the operator lacks rights:\n" + "\n".join(refused[:10])
+
+
+def test_kind_gpu_script_gives_a_node_gpu_capacity(tools: binaries.Binaries, kubectl: Kubectl) -> None:
+    name = f"chart-gpu-{uuid.uuid4().hex[:6]}"
+    # A tainted node no other test selects: no pod lands on it while it exists.
+    kubectl.apply([{"apiVersion": "v1", "kind": "Node", "metadata": {
+        "name": name, "labels": {"fabricsched.io/test": name}},
+        "spec": {"taints": [{"key": "fabricsched.io/test", "value": name, "effect": "NoSchedule"}]}}])
+    try:
+        env = {**os.environ, "KUBECTL": str(tools.kubectl), "KUBECONFIG": str(kubectl.kubeconfig)}
+        result = subprocess.run(
+            ["bash", str(REPO / "hack" / "kind-gpu.sh"), "6", f"fabricsched.io/test={name}"],
+            capture_output=True, text=True, env=env, timeout=120, check=False)
+        assert result.returncode == 0, result.stderr
+        status = yaml.safe_load(kubectl.run("get", "node", name, "-o", "yaml").stdout)["status"]
+        assert status["capacity"]["nvidia.com/gpu"] == "6"
+        assert status["allocatable"]["nvidia.com/gpu"] == "6"
+    finally:
+        kubectl.run("delete", "node", name, "--ignore-not-found", check=False)
+
+
+def test_kind_gpu_script_refuses_a_selector_matching_no_node(
+    tools: binaries.Binaries, kubectl: Kubectl,
+) -> None:
+    env = {**os.environ, "KUBECTL": str(tools.kubectl), "KUBECONFIG": str(kubectl.kubeconfig)}
+    result = subprocess.run(["bash", str(REPO / "hack" / "kind-gpu.sh"), "4", "fabricsched.io/test=nobody"],
+                            capture_output=True, text=True, env=env, timeout=60, check=False)
+    assert result.returncode != 0
+    assert "no node matches" in result.stderr

@@ -1,0 +1,176 @@
+"""Test harness of the extender: the coordinator on the real cluster state, with in-memory
+stand-ins for the API server.
+
+``Harness`` builds a ``ClusterState`` from node manifests (tests/builders.py), a book, a
+coordinator, a FabricPlacement store kept in a dict, an Event log and a clock the test moves.
+
+The default fabric, ``ib-east``: two spines, two leaves each, four 8-GPU hosts per leaf,
+oversubscription 2:1 at the leaf.
+
+    s1: l1 (l1-h0..h3), l2 (l2-h0..h3)        s2: l3 (l3-h0..h3), l4 (l4-h0..h3)
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from builders import PodBuilder, make_node, make_pod, make_topology, topograph_tiers
+from fabricsched import ids
+from fabricsched.controller import state as cluster_state
+from fabricsched.extender import coordinator, placements, reservations
+from fabricsched.topology import nodes
+
+TOPOLOGY = "ib-east"
+LAYOUT = {"s1": ("l1", "l2"), "s2": ("l3", "l4")}
+START = 1_700_000_000.0
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = START
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+class MemoryStore:
+    """FabricPlacement objects by (namespace, name), with the API server's status-on-create rule."""
+
+    def __init__(self) -> None:
+        self.objects: dict[tuple[str, str], dict[str, Any]] = {}
+        self.writes = 0
+        self.fail = False
+
+    async def load(self) -> list[dict[str, Any]]:
+        return [dict(o) for o in self.objects.values()]
+
+    async def save(self, manifest: dict[str, Any]) -> None:
+        if self.fail:
+            raise ConnectionError("API server away")
+        self.writes += 1
+        meta = manifest["metadata"]
+        key = (meta["namespace"], meta["name"])
+        if manifest["status"]["phase"] == "Released" and not meta.get("ownerReferences"):
+            self.objects.pop(key, None)
+            return
+        self.objects[key] = manifest
+
+    def get(self, namespace: str, name: str) -> dict[str, Any]:
+        return self.objects[(namespace, name)]
+
+
+@dataclass
+class EventLog:
+    events: list[tuple[str, str, str, bool]] = field(default_factory=list)
+
+    def pod_event(self, pod: nodes.PodUsage, reason: str, message: str, warning: bool) -> None:
+        self.events.append((pod.name, reason, message, warning))
+
+    def reasons(self) -> list[str]:
+        return [e[1] for e in self.events]
+
+
+class Harness:
+    def __init__(
+        self,
+        node_manifests: Iterable[dict[str, Any]],
+        ttl_s: float = 120.0,
+        spec: dict[str, Any] | None = None,
+    ) -> None:
+        self.clock = Clock()
+        self.state = cluster_state.ClusterState(self.clock)
+        for body in node_manifests:
+            self.state.apply_node(body)
+        topology = spec or make_topology(topograph_tiers(2)).to_wire()
+        if not spec:
+            topology["tiers"][0]["oversubscription"] = 2.0
+        self.state.apply_topology(
+            TOPOLOGY, {"metadata": {"name": TOPOLOGY, "generation": 1}, "spec": topology}
+        )
+        self.state.mark_synced()
+        self.store = MemoryStore()
+        self.events = EventLog()
+        self.book = reservations.Book(reservations.BookOptions(ttl_s))
+        self.writer = placements.PlacementWriter(self.store, self.book)
+        self.coordinator = coordinator.Coordinator(
+            self.state, self.book, self.writer, self.events, self.clock, coordinator.CoordinatorOptions()
+        )
+        self.state.subscribe(self.coordinator.on_change)
+        self.uid = 0
+
+    def run(self, coro: Any) -> Any:
+        return asyncio.run(coro)
+
+    def restore(self) -> None:
+        self.run(self.coordinator.restore())
+
+    def job(self, name: str, pods: int, namespace: str = "train") -> str:
+        uid = f"job-{name}-{self.uid}"
+        self.uid += 1
+        self.state.apply_job(
+            {
+                "metadata": {"name": name, "namespace": namespace, "uid": uid},
+                "spec": {"parallelism": pods, "completions": pods, "completionMode": "Indexed"},
+                "status": {},
+            }
+        )
+        return uid
+
+    def pod(self, job: str, uid: str, rank: int, gpus: int = 8, namespace: str = "train") -> PodBuilder:
+        return make_pod(f"{job}-{rank}", namespace).job(job, uid, rank).gpus(gpus).scheduler("fabricsched")
+
+    def filter(self, pod: PodBuilder, candidates: Sequence[str] | None = None) -> coordinator.FilterAnswer:
+        names = list(candidates) if candidates is not None else self.free_nodes(pod)
+        self.state.apply_pod(pod.build())
+        answer: coordinator.FilterAnswer = self.run(self.coordinator.filter(pod.build(), names))
+        self.run(self.writer.flush(1.0))
+        return answer
+
+    def bind(self, pod: PodBuilder, node: str) -> None:
+        self.state.apply_pod(pod.on(node).build())
+
+    def place(self, pod: PodBuilder, candidates: Sequence[str] | None = None) -> str:
+        """Filter, then bind where the filter points (what the scheduler would do)."""
+        answer = self.filter(pod, candidates)
+        assert len(answer.passed) == 1, answer
+        self.bind(pod, answer.passed[0])
+        return answer.passed[0]
+
+    def free_nodes(self, pod: PodBuilder) -> list[str]:
+        """Nodes the kube-scheduler would pass: enough free GPUs for the pod (it ignores reservations)."""
+        want = nodes.PodUsage.from_manifest(pod.build()).gpus("nvidia.com/gpu")
+        return [
+            n for n in self.state.nodes if self.state.free_gpus(ids.NodeName(n), "nvidia.com/gpu") >= want
+        ]
+
+    def end_job(self, name: str, uid: str, pods: int, namespace: str = "train") -> None:
+        self.state.apply_job(
+            {
+                "metadata": {"name": name, "namespace": namespace, "uid": uid},
+                "spec": {"parallelism": pods, "completions": pods, "completionMode": "Indexed"},
+                "status": {"conditions": [{"type": "Complete", "status": "True"}]},
+            }
+        )
+
+
+def fabric_nodes(degraded_hosts: Sequence[str] = (), gpus: int = 8) -> list[dict[str, Any]]:
+    out = []
+    for spine, leaves in LAYOUT.items():
+        for leaf in leaves:
+            for i in range(4):
+                name = f"{leaf}-h{i}"
+                node = make_node(name).leaf(leaf).spine(spine).gpus(gpus)
+                if name in degraded_hosts:
+                    node.condition("FabricLinkDegraded", True, "symbol errors on mlx5_2")
+                out.append(node.build())
+    return out
+
+
+def leaf_of(node: str) -> str:
+    return node.split("-")[0]

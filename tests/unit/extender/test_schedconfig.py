@@ -1,0 +1,87 @@
+"""The second kube-scheduler's configuration: rendered values, and field names that exist in
+the real kubescheduler.config.k8s.io/v1 types (read from the Go module cache when present)."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fabricsched.extender import schedconfig
+
+OPTIONS = schedconfig.SchedulerConfigOptions(
+    kubeconfig="/run/fabricsched/scheduler.kubeconfig",
+    extender_url="http://127.0.0.1:8888/",
+    lease_namespace="fabricsched-system",
+)
+MODULES = Path(os.environ.get("GOMODCACHE", Path.home() / "go" / "pkg" / "mod")) / "k8s.io"
+GO_TYPES = [
+    MODULES / "kube-scheduler@v0.34.4" / "config" / "v1" / "types.go",
+    MODULES / "component-base@v0.34.4" / "config" / "v1alpha1" / "types.go",
+]
+
+
+def test_the_profile_extender_and_lease_are_fabricscheds_own() -> None:
+    config = schedconfig.render_object(OPTIONS)
+    assert config["apiVersion"] == "kubescheduler.config.k8s.io/v1"
+    assert config["kind"] == "KubeSchedulerConfiguration"
+    assert config["percentageOfNodesToScore"] == 100
+    assert config["clientConnection"]["kubeconfig"] == "/run/fabricsched/scheduler.kubeconfig"
+    lease = config["leaderElection"]
+    assert (lease["leaderElect"], lease["resourceName"], lease["resourceNamespace"]) == (
+        True,
+        "fabricsched-scheduler",
+        "fabricsched-system",
+    )
+    (profile,) = config["profiles"]
+    assert profile["schedulerName"] == "fabricsched"
+    assert profile["plugins"]["postFilter"]["disabled"] == [{"name": "DefaultPreemption"}]
+    (extender,) = config["extenders"]
+    assert extender == {
+        "urlPrefix": "http://127.0.0.1:8888",
+        "filterVerb": "filter",
+        "prioritizeVerb": "prioritize",
+        "weight": 5,
+        "nodeCacheCapable": True,
+        "managedResources": [{"name": "nvidia.com/gpu", "ignoredByScheduler": False}],
+        "httpTimeout": "10s",
+        "ignorable": False,
+    }
+
+
+def test_values_with_quotes_cannot_break_the_yaml() -> None:
+    tricky = schedconfig.SchedulerConfigOptions(kubeconfig='/tmp/a "b"\\c.yaml')
+    assert schedconfig.render_object(tricky)["clientConnection"]["kubeconfig"] == '/tmp/a "b"\\c.yaml'
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [{"extender_url": "127.0.0.1:8888"}, {"lease_namespace": ""}],
+    ids=["extender url without scheme", "empty lease namespace"],
+)
+def test_invalid_options_are_refused(changes: dict[str, str]) -> None:
+    with pytest.raises(ValueError):
+        schedconfig.SchedulerConfigOptions(**changes)
+
+
+def _keys(value: Any) -> set[str]:
+    if isinstance(value, dict):
+        return set(value) | {k for v in value.values() for k in _keys(v)}
+    if isinstance(value, list):
+        return {k for v in value for k in _keys(v)}
+    return set()
+
+
+@pytest.mark.skipif(
+    not all(p.exists() for p in GO_TYPES), reason="k8s.io Go modules v0.34.4 not in the cache"
+)
+def test_every_field_name_exists_in_the_kube_scheduler_v1_34_config_types() -> None:
+    tags = set()
+    for path in GO_TYPES:
+        tags |= set(re.findall(r'json:"([A-Za-z]+)[,"]', path.read_text(encoding="utf-8")))
+    config = schedconfig.render_object(OPTIONS)
+    unknown = _keys(config) - tags - {"apiVersion", "kind"}
+    assert not unknown, f"not fields of kubescheduler.config.k8s.io/v1: {sorted(unknown)}"

@@ -1,0 +1,191 @@
+"""Rule evaluation: comparisons, naming elements from labels, capacities, rails, defaults."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from conftest import make_rule, make_spec, sample
+from pydantic import ValidationError
+
+from fabricsched.api import topology as api
+from fabricsched.telemetry import defaults, rules
+from fabricsched.topology import fabric, health
+
+NODE = health.ElementId.node
+
+
+@pytest.mark.parametrize(
+    ("comparison", "value", "threshold", "fires"),
+    [
+        (">", 2.0, 1.0, True), (">", 1.0, 1.0, False),
+        (">=", 1.0, 1.0, True), (">=", 0.5, 1.0, False),
+        ("<", 0.25, 1.0, True), ("<", 1.0, 1.0, False),
+        ("<=", 1.0, 1.0, True), ("<=", 1.5, 1.0, False),
+        ("==", 4.0, 4.0, True), ("==", 1.0, 4.0, False),
+        ("!=", 1.0, 4.0, True), ("!=", 4.0, 4.0, False),
+    ],
+    ids=lambda v: str(v),
+)
+def test_each_comparison_fires_exactly_when_value_compares_to_threshold(
+    comparison: api.Comparison, value: float, threshold: float, fires: bool
+) -> None:
+    rule = make_rule(comparison=comparison, threshold=threshold)
+    assert rule.fires(value) is fires
+
+
+@pytest.mark.parametrize(
+    ("regex", "label", "name"),
+    [
+        (None, "gpu-017", "gpu-017"),
+        ("([^:]+)(:[0-9]+)?", "gpu-017:9100", "gpu-017"),
+        ("([^:]+)(:[0-9]+)?", "gpu-017", "gpu-017"),
+        ("node-(.*)", "node-a1", "a1"),
+        ("gpu-[0-9]+", "gpu-017", "gpu-017"),
+        ("node-(.*)", "xnode-a1", None),
+        ("gpu", "gpu-017", None),
+    ],
+    ids=[
+        "no regex takes the label value as it is",
+        "the host part of host:9100 names the node",
+        "the port is optional",
+        "the first capture group is the name",
+        "without a group the whole match is the name",
+        "the regex must match from the start",
+        "the regex must match the whole value",
+    ],
+)
+def test_target_regex_extracts_the_element_name(regex: str | None, label: str, name: str | None) -> None:
+    rule = make_rule(target_regex=regex)
+    assert rule.target_name({"instance": label}) == name
+
+
+def test_samples_without_the_target_label_or_not_matching_are_reported_as_unmatched() -> None:
+    rule = make_rule(target_regex="gpu-(.*)")
+    result = rules.evaluate(rule, [sample(5, instance="gpu-1"), sample(5, instance="cpu-1"), sample(5, job="x")])
+    assert set(result.readings) == {NODE("1")}
+    assert result.unmatched == ("cpu-1", "<no instance label>")
+
+
+def test_the_worst_sample_of_an_element_decides_and_names_its_device() -> None:
+    rule = make_rule(comparison=">", threshold=1, rail_label="device")
+    result = rules.evaluate(rule, [sample(0, instance="h1", device="mlx5_0"),
+                                   sample(7, instance="h1", device="mlx5_1"),
+                                   sample(3, instance="h1", device="mlx5_2")])
+    reading = result.readings[NODE("h1")]
+    assert (reading.fires, reading.value, reading.detail) == (True, 7, "device mlx5_1")
+
+
+def test_a_nan_sample_is_no_reading() -> None:
+    result = rules.evaluate(make_rule(), [sample(math.nan, instance="h1")])
+    assert result.readings == {}
+
+
+def test_domain_rules_name_domains_of_their_tier() -> None:
+    rule = make_rule(target="domain", target_label="leaf", tier="leaf", threshold=0)
+    result = rules.evaluate(rule, [sample(2, leaf="l07"), sample(0, leaf="l08")])
+    assert {e: r.fires for e, r in result.readings.items()} == {
+        health.ElementId.domain("leaf", "l07"): True, health.ElementId.domain("leaf", "l08"): False}
+
+
+def test_a_domain_rule_without_tier_is_refused() -> None:
+    with pytest.raises(ValidationError, match="must name the tier"):
+        api.TelemetryRule(name="x", query="q", target="domain")
+
+
+def test_a_regex_that_does_not_compile_is_refused() -> None:
+    with pytest.raises(ValidationError, match="does not compile"):
+        api.TelemetryRule(name="x", query="q", target_regex="([")
+
+
+@pytest.mark.parametrize(
+    ("fields", "value", "capacity"),
+    [
+        ({"capacity_from_value": True}, 0.25, 0.25),
+        ({"capacity_from_value": True}, 1.7, 1.0),
+        ({"capacity_from_value": True}, -0.5, 0.0),
+        ({"capacity": 0.4}, 123.0, 0.4),
+        ({}, 123.0, None),
+        ({"state": "down"}, 123.0, 0.0),
+    ],
+    ids=[
+        "fromValue takes the value as the capacity",
+        "fromValue clamps above 1",
+        "fromValue clamps below 0",
+        "a fixed capacity ignores the value",
+        "no capacity leaves it to degradedCapacity",
+        "down is capacity 0",
+    ],
+)
+def test_capacity_of_a_firing_reading(fields: dict[str, object], value: float, capacity: float | None) -> None:
+    assert rules.capacity_of(make_rule(**fields), value) == capacity
+
+
+def test_fixed_capacity_and_from_value_exclude_each_other() -> None:
+    with pytest.raises(ValidationError, match="exclude each other"):
+        api.TelemetryRule(name="x", query="q", capacity=0.5, capacity_from_value=True)
+
+
+@pytest.mark.parametrize(
+    ("rails", "devices", "label", "rail"),
+    [
+        (8, ("mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3", "mlx5_4", "mlx5_5", "mlx5_6", "mlx5_7"), "mlx5_2", 2),
+        (8, ("mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3", "mlx5_4", "mlx5_5", "mlx5_6", "mlx5_7"), "mlx5_8", False),
+        (4, (), "3", 3),
+        (4, (), "mlx5_3", None),
+        (1, (), "mlx5_3", None),
+    ],
+    ids=[
+        "a device in railDevices is its rail",
+        "a device outside railDevices is not a fabric NIC",
+        "a numeric label is the rail index",
+        "without railDevices a device name concerns the whole host",
+        "a single-rail fabric has no rails",
+    ],
+)
+def test_rail_mapping(rails: int, devices: tuple[str, ...], label: str, rail: int | bool | None) -> None:
+    assert rules.RailMap(rails, devices).rail(label) == rail
+
+
+def test_a_rail_labelled_host_rule_concerns_one_rail_and_ignores_other_nics() -> None:
+    spec = make_spec(rails=4, rail_devices=["mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"])
+    rule = make_rule(rail_label="device", threshold=0)
+    result = rules.evaluate(rule, [sample(1, instance="h1", device="mlx5_2"),
+                                   sample(1, instance="h1", device="mlx5_9")], rules.RailMap.of(spec))
+    assert set(result.readings) == {NODE("h1", 2)}
+
+
+def test_default_rules_use_node_exporter_infiniband_metrics_and_the_expected_rate() -> None:
+    spec = make_spec(defaultRules={"selector": 'job="node"', "window": "2m"})
+    by_name = {r.name: r for r in rules.compile_rules(spec)}
+    assert set(by_name) == {"ib-symbol-errors", "ib-link-downed", "ib-port-not-active", "ib-link-rate"}
+    assert by_name["ib-symbol-errors"].query == 'rate(node_infiniband_symbol_error_total{job="node"}[2m]) * 60'
+    assert by_name["ib-link-downed"].query == 'increase(node_infiniband_link_downed_total{job="node"}[2m])'
+    assert (by_name["ib-port-not-active"].comparison, by_name["ib-port-not-active"].threshold) == ("!=", 4)
+    assert by_name["ib-port-not-active"].state is fabric.HealthState.DOWN
+    rate = by_name["ib-link-rate"]
+    assert rate.query == 'node_infiniband_rate_bytes_per_second{job="node"} / 5e+10'  # 400 Gbit/s
+    assert rate.capacity_from_value and rate.fires(0.25) and not rate.fires(1.0)
+    assert all(r.rail_label == "device" and r.target_name({"instance": "gpu-3:9100"}) == "gpu-3"
+               for r in by_name.values())
+    assert defaults.expected_rate_bytes(spec) == 50e9
+
+
+def test_a_spec_rule_named_like_a_default_replaces_it_and_defaults_can_be_switched_off() -> None:
+    mine = {"name": "ib-link-downed", "query": "increase(x[1m])", "threshold": 3}
+    names = [r.name for r in rules.compile_rules(make_spec([mine]))]
+    assert names.count("ib-link-downed") == 1
+    assert [r.threshold for r in rules.compile_rules(make_spec([mine])) if r.name == "ib-link-downed"] == [3]
+    off = make_spec([mine], defaultRules={"enabled": False})
+    assert [r.name for r in rules.compile_rules(off)] == ["ib-link-downed"]
+
+
+def test_rule_names_must_be_unique() -> None:
+    with pytest.raises(ValidationError, match="repeated: a"):
+        make_spec([{"name": "a", "query": "x"}, {"name": "a", "query": "y"}])
+
+
+def test_a_spec_without_prometheus_has_no_rules() -> None:
+    spec = api.FabricTopologySpec.model_validate({"tiers": [{"name": "leaf", "nodeLabel": "t0"}]})
+    assert spec.health.prometheus is None
+    assert rules.compile_rules(spec) == []
