@@ -55,6 +55,11 @@ build_set etcd "$etcd_version" etcd "-s -w -X go.etcd.io/etcd/api/v3/version.Git
   etcd=fabricsched.io/hack/etcd
 
 helm_version="$(module_version helm helm.sh/helm/v3)"
-build_set helm "$helm_version" helm \
-  "-s -w -X helm.sh/helm/v3/internal/version.version=$helm_version -X helm.sh/helm/v3/internal/version.gitTreeState=clean" \
-  helm=helm.sh/helm/v3/cmd/helm
+# helm's default Capabilities.KubeVersion (for `helm template`/`lint` without a cluster) is a
+# build-time variable; point it at the pinned Kubernetes minor, as helm's own release build does.
+helm_ldflags="-s -w -X helm.sh/helm/v3/internal/version.version=$helm_version"
+helm_ldflags+=" -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
+for pkg in helm.sh/helm/v3/pkg/chartutil helm.sh/helm/v3/pkg/lint/rules; do
+  helm_ldflags+=" -X $pkg.k8sVersionMajor=1 -X $pkg.k8sVersionMinor=$kube_minor"
+done
+build_set helm "$helm_version-k8s1.$kube_minor" helm "$helm_ldflags" helm=helm.sh/helm/v3/cmd/helm

@@ -93,7 +93,7 @@ class Helm:
                  ) -> subprocess.CompletedProcess[str]:
         values_file = self.home / f"values-{uuid.uuid4().hex[:8]}.yaml"
         values_file.write_text(yaml.safe_dump(dict(values)), encoding="utf-8")
-        # The kube version is given because a helm built without release ldflags assumes v1.20.
+        # Explicit, so the render does not depend on the default KubeVersion helm was built with.
         return self.run("template", RELEASE, str(CHART), "--namespace", namespace,
                         "--kube-version", binaries.KUBERNETES_VERSION, "--values", str(values_file),
                         check=check)

@@ -25,7 +25,8 @@ _SETS: Mapping[str, tuple[str, tuple[str, ...]]] = {
         KUBERNETES_VERSION, ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
     ),
     "etcd": (ETCD_VERSION, ("etcd",)),
-    "helm": (HELM_VERSION, ("helm",)),
+    # helm is built with the pinned Kubernetes minor as its default KubeVersion (build-tools.sh).
+    "helm": (f"{HELM_VERSION}-k8s1.{KUBERNETES_VERSION.split('.')[1]}", ("helm",)),
 }
 
 

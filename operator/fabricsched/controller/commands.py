@@ -6,11 +6,12 @@ import argparse
 import asyncio
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from fabricsched.controller import health_server, kube, logs, runtime
 
-_DEFAULTS = runtime.Options(kubeconfig=Path())
+_DEFAULTS = runtime.Options(kubeconfig=None)
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -20,7 +21,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                     "and Events current; serve /healthz, /readyz and /metrics, and the scheduler "
                     "extender when it is installed.")
     run.add_argument("--kubeconfig", type=Path, default=None,
-                     help="kubeconfig to use (default: $KUBECONFIG, else ~/.kube/config)")
+                     help="kubeconfig to use (default: $KUBECONFIG, else the pod's service account "
+                          "when running in a cluster, else ~/.kube/config)")
     run.add_argument("--health-address", default=_DEFAULTS.health_address, metavar="HOST:PORT",
                      help="address of /healthz, /readyz and /metrics (default: %(default)s)")
     run.add_argument("--extender-address", default=_DEFAULTS.extender_address, metavar="HOST:PORT",
@@ -37,11 +39,22 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     run.set_defaults(handler=_run)
 
 
-def options_from(args: argparse.Namespace) -> runtime.Options:
-    """Validated options; raises ValueError with a message fit for the command line."""
-    kubeconfig = args.kubeconfig or Path(os.environ.get("KUBECONFIG") or Path.home() / ".kube" / "config")
+def resolve_kubeconfig(given: Path | None, environ: Mapping[str, str]) -> Path | None:
+    """The kubeconfig to load, or None for the in-cluster service account (as client-go does:
+    an explicit flag, then $KUBECONFIG, then the pod's credentials, then ~/.kube/config)."""
+    if given is None and environ.get("KUBECONFIG"):
+        given = Path(environ["KUBECONFIG"])
+    if given is None and environ.get("KUBERNETES_SERVICE_HOST"):
+        return None
+    kubeconfig = given or Path.home() / ".kube" / "config"
     if not kubeconfig.is_file():
         raise ValueError(f"kubeconfig {kubeconfig} does not exist")
+    return kubeconfig
+
+
+def options_from(args: argparse.Namespace) -> runtime.Options:
+    """Validated options; raises ValueError with a message fit for the command line."""
+    kubeconfig = resolve_kubeconfig(args.kubeconfig, os.environ)
     for flag, address in (("--health-address", args.health_address),
                           ("--extender-address", args.extender_address)):
         try:

@@ -21,23 +21,28 @@ class KubeconfigError(Exception):
     """The kubeconfig given to ``fabricsched run`` cannot be used."""
 
 
-def configuration(kubeconfig: Path) -> Any:
-    """A ``kubernetes.client.Configuration`` for the kubeconfig's current context."""
+def configuration(kubeconfig: Path | None) -> Any:
+    """A ``kubernetes.client.Configuration`` for the kubeconfig's current context, or for the
+    pod's service account when ``kubeconfig`` is None."""
     config = kubernetes.client.Configuration()
     try:
-        kubernetes.config.load_kube_config(  # type: ignore[no-untyped-call]
-            config_file=str(kubeconfig), client_configuration=config
-        )
+        if kubeconfig is None:
+            kubernetes.config.load_incluster_config(client_configuration=config)  # type: ignore[no-untyped-call]
+        else:
+            kubernetes.config.load_kube_config(  # type: ignore[no-untyped-call]
+                config_file=str(kubeconfig), client_configuration=config
+            )
     except (OSError, kubernetes.config.ConfigException) as e:
-        raise KubeconfigError(f"cannot load kubeconfig {kubeconfig}: {e}") from e
+        where = "in-cluster service account" if kubeconfig is None else f"kubeconfig {kubeconfig}"
+        raise KubeconfigError(f"cannot load {where}: {e}") from e
     return config
 
 
-def api_client(kubeconfig: Path) -> Any:
+def api_client(kubeconfig: Path | None) -> Any:
     return kubernetes.client.ApiClient(configuration(kubeconfig))
 
 
-def connection_info(kubeconfig: Path) -> kopf.ConnectionInfo:
+def connection_info(kubeconfig: Path | None) -> kopf.ConnectionInfo:
     """kopf's credentials from the same kubeconfig (the client has written embedded certificates
     to files already; kopf reads them by path)."""
     config = configuration(kubeconfig)

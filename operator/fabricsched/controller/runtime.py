@@ -21,7 +21,8 @@ from fabricsched.controller import events, metrics, state
 class Options:
     """``fabricsched run`` flags, validated by the command before the runtime is built."""
 
-    kubeconfig: Path
+    kubeconfig: Path | None
+    """None: the pod's service account (in-cluster configuration)."""
     health_address: str = "127.0.0.1:8081"
     """host:port of /healthz, /readyz and /metrics."""
     extender_address: str = "127.0.0.1:8888"

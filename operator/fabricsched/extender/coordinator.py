@@ -81,14 +81,16 @@ class Coordinator:
             return FilterAnswer([], error="fabricsched is starting: its reservations are not restored yet")
         pod = nodes.PodUsage.from_manifest(manifest)
         candidates = [ids.NodeName(n) for n in node_names]
-        gang = await self._identify(pod, candidates)
+        known = self.book.get(gangs.membership(pod)[0])
+        # A planned gang stays in its fabric; a new one goes to the fabric holding most candidates.
+        topology = known.topology if known is not None else self._topology_for(candidates)
+        gang = await self._identify(pod, topology)
         if isinstance(gang, gangs.NotOurs):
             return FilterAnswer(list(node_names))
         if isinstance(gang, gangs.Unresolved):
             reason = f"gang not identified: {gang.reason}"
             return FilterAnswer([], failed=dict.fromkeys(node_names, reason))
         entry = self.book.get(gang.key)
-        topology = entry.topology if entry is not None else self._topology_for(candidates)
         snapshot = self.state.snapshot(topology) if topology is not None else None
         if snapshot is None:
             # None of these nodes is in a fabric: nothing to steer, the scheduler decides alone.
@@ -127,10 +129,7 @@ class Coordinator:
             rank = entry.pod_ranks.get(pod.uid)
         return entry.ranks[rank] if rank is not None and rank < entry.size else None
 
-    async def _identify(
-        self, pod: nodes.PodUsage, candidates: Sequence[ids.NodeName]
-    ) -> gangs.Identification:
-        topology = self._topology_for(candidates)
+    async def _identify(self, pod: nodes.PodUsage, topology: ids.TopologyName | None) -> gangs.Identification:
         snapshot = self.state.snapshot(topology) if topology is not None else None
         resource = snapshot.spec.gpu_resource if snapshot is not None else gangs.DEFAULT_GPU_RESOURCE
         owner = gangs.job_reference(pod)

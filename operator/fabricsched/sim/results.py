@@ -77,6 +77,7 @@ def summarize(run: Run) -> dict[str, float | int]:
     makespan = max(ends) - first if ends else 0.0
     busy = sum((o.end_s - o.start_s) * o.job.pods * o.job.gpus_per_pod
                for o in started if o.end_s is not None and o.start_s is not None)
+    work = sum(o.job.duration_s * o.job.pods * o.job.gpus_per_pod for o in started)
     leaf_fit = [o for o in gangs if o.fits_one_leaf]
     in_leaf = [o for o in leaf_fit if o.domains_spanned.get(run.lowest_tier, 0) == 1]
     over_floor = [o.comm_slowdown / o.floor for o in gangs if o.comm_slowdown is not None]
@@ -87,6 +88,8 @@ def summarize(run: Run) -> dict[str, float | int]:
         "wait_p95_s": percentile(waits, 95),
         "makespan_s": makespan,
         "gpu_utilisation": busy / (run.total_gpus * makespan) if makespan > 0 else 0.0,
+        # The same with each job's unstretched duration: busy time lost to slowdown is not work.
+        "gpu_useful_utilisation": work / (run.total_gpus * makespan) if makespan > 0 else 0.0,
         "gangs": len(gangs),
         "gangs_one_leaf_pct": 100.0 * len(in_leaf) / len(leaf_fit) if leaf_fit else math.nan,
         "slowdown_mean": _mean(slowdowns),

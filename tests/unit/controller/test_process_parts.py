@@ -138,3 +138,22 @@ def test_missing_kubeconfig_is_refused(tmp_path: Path) -> None:
     args.kubeconfig = tmp_path / "absent"
     with pytest.raises(ValueError, match="does not exist"):
         commands.options_from(args)
+
+
+@pytest.mark.parametrize(
+    ("flag", "environ", "expected"),
+    [
+        pytest.param(None, {"KUBERNETES_SERVICE_HOST": "10.0.0.1"}, None, id="in a pod without flags: service account"),
+        pytest.param("given", {"KUBERNETES_SERVICE_HOST": "10.0.0.1"}, "given", id="an explicit flag wins in a pod"),
+        pytest.param(None, {"KUBECONFIG": "env", "KUBERNETES_SERVICE_HOST": "h"}, "env",
+                     id="KUBECONFIG wins over the service account"),
+    ],
+)
+def test_kubeconfig_resolution_follows_client_go_order(
+    tmp_path: Path, flag: str | None, environ: dict[str, str], expected: str | None
+) -> None:
+    for name in ("given", "env"):
+        (tmp_path / name).write_text("apiVersion: v1\nkind: Config\n")
+    env = {k: str(tmp_path / v) if k == "KUBECONFIG" else v for k, v in environ.items()}
+    resolved = commands.resolve_kubeconfig(tmp_path / flag if flag else None, env)
+    assert resolved == (tmp_path / expected if expected else None)

@@ -11,8 +11,8 @@ from __future__ import annotations
 import math
 
 import pytest
+from placement_builders import FabricBuilder
 
-from conftest import FabricBuilder
 from fabricsched import ids
 from fabricsched.placement import capacity
 from fabricsched.topology import fabric

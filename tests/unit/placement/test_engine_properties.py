@@ -12,8 +12,8 @@ from collections.abc import Iterator, Sequence
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from placement_builders import FabricBuilder, gang, per_host
 
-from conftest import FabricBuilder, gang, per_host
 from fabricsched import ids
 from fabricsched.placement import capacity, placing, request
 from fabricsched.topology import fabric

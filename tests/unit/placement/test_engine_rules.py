@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 
 import pytest
+from placement_builders import FabricBuilder, all_free, gang, per_host
 
-from conftest import FabricBuilder, all_free, gang, per_host
 from fabricsched import ids
 from fabricsched.placement import capacity, placing, request
 from fabricsched.topology import fabric

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from placement_builders import FabricBuilder, all_free, gang
 
-from conftest import FabricBuilder, all_free, gang
 from fabricsched.placement import placing, request
 
 BLIND = request.PlacementOptions(health_aware=False)

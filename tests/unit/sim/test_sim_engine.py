@@ -102,6 +102,7 @@ def test_summary_figures_follow_the_outcomes(files: SimFiles) -> None:
     assert s["makespan_s"] == 210.0
     busy = 16 * 100 + 16 * 200 + 8 * 100
     assert s["gpu_utilisation"] == pytest.approx(busy / (32 * 210))
+    assert s["gpu_useful_utilisation"] == pytest.approx((16 * 100 + 16 * 100 + 8 * 100) / (32 * 210))
     assert s["gangs"] == 2
     assert s["slowdown_mean"] == 1.5
     assert s["slowdown_over_floor_mean"] == 1.5  # both gangs fit one leaf alone: floor 1

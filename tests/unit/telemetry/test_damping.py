@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import make_rule
+from telemetry_builders import make_rule
 
 from fabricsched.telemetry import rules
 from fabricsched.topology import fabric, health
@@ -12,11 +12,11 @@ H1 = health.ElementId.node("h1")
 RULE = make_rule("symbol-errors", comparison=">", threshold=1)
 
 
-def run(verdicts: str, options: rules.DampingOptions = rules.DampingOptions(), step: float = 30.0,
+def run(verdicts: str, options: rules.DampingOptions | None = None, step: float = 30.0,
         rule: rules.Rule = RULE) -> list[bool]:
     """Feed one reading per character (B = fires with value 5, g = good, - = no sample) and return
     whether the element is held unhealthy after each evaluation."""
-    damper = rules.Damper(options)
+    damper = rules.Damper(options or rules.DampingOptions())
     held = []
     for i, verdict in enumerate(verdicts):
         readings = {}

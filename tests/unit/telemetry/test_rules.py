@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
-from conftest import make_rule, make_spec, sample
 from pydantic import ValidationError
+from telemetry_builders import make_rule, make_spec, sample
 
 from fabricsched.api import topology as api
 from fabricsched.telemetry import defaults, rules
 from fabricsched.topology import fabric, health
 
 NODE = health.ElementId.node
+EIGHT = tuple(f"mlx5_{i}" for i in range(8))
 
 
 @pytest.mark.parametrize(
@@ -62,7 +64,8 @@ def test_target_regex_extracts_the_element_name(regex: str | None, label: str, n
 
 def test_samples_without_the_target_label_or_not_matching_are_reported_as_unmatched() -> None:
     rule = make_rule(target_regex="gpu-(.*)")
-    result = rules.evaluate(rule, [sample(5, instance="gpu-1"), sample(5, instance="cpu-1"), sample(5, job="x")])
+    found = [sample(5, instance="gpu-1"), sample(5, instance="cpu-1"), sample(5, job="x")]
+    result = rules.evaluate(rule, found)
     assert set(result.readings) == {NODE("1")}
     assert result.unmatched == ("cpu-1", "<no instance label>")
 
@@ -117,7 +120,7 @@ def test_a_regex_that_does_not_compile_is_refused() -> None:
         "down is capacity 0",
     ],
 )
-def test_capacity_of_a_firing_reading(fields: dict[str, object], value: float, capacity: float | None) -> None:
+def test_capacity_of_a_firing_reading(fields: dict[str, Any], value: float, capacity: float | None) -> None:
     assert rules.capacity_of(make_rule(**fields), value) == capacity
 
 
@@ -129,8 +132,8 @@ def test_fixed_capacity_and_from_value_exclude_each_other() -> None:
 @pytest.mark.parametrize(
     ("rails", "devices", "label", "rail"),
     [
-        (8, ("mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3", "mlx5_4", "mlx5_5", "mlx5_6", "mlx5_7"), "mlx5_2", 2),
-        (8, ("mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3", "mlx5_4", "mlx5_5", "mlx5_6", "mlx5_7"), "mlx5_8", False),
+        (8, EIGHT, "mlx5_2", 2),
+        (8, EIGHT, "mlx5_8", False),
         (4, (), "3", 3),
         (4, (), "mlx5_3", None),
         (1, (), "mlx5_3", None),
@@ -159,7 +162,8 @@ def test_default_rules_use_node_exporter_infiniband_metrics_and_the_expected_rat
     spec = make_spec(defaultRules={"selector": 'job="node"', "window": "2m"})
     by_name = {r.name: r for r in rules.compile_rules(spec)}
     assert set(by_name) == {"ib-symbol-errors", "ib-link-downed", "ib-port-not-active", "ib-link-rate"}
-    assert by_name["ib-symbol-errors"].query == 'rate(node_infiniband_symbol_error_total{job="node"}[2m]) * 60'
+    symbols = by_name["ib-symbol-errors"]
+    assert symbols.query == 'rate(node_infiniband_symbol_error_total{job="node"}[2m]) * 60'
     assert by_name["ib-link-downed"].query == 'increase(node_infiniband_link_downed_total{job="node"}[2m])'
     assert (by_name["ib-port-not-active"].comparison, by_name["ib-port-not-active"].threshold) == ("!=", 4)
     assert by_name["ib-port-not-active"].state is fabric.HealthState.DOWN
