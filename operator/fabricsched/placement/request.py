@@ -6,7 +6,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from fabricsched import ids
-from fabricsched.topology import fabric
 
 
 @dataclass(frozen=True)

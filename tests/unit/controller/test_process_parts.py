@@ -143,8 +143,10 @@ def test_missing_kubeconfig_is_refused(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("flag", "environ", "expected"),
     [
-        pytest.param(None, {"KUBERNETES_SERVICE_HOST": "10.0.0.1"}, None, id="in a pod without flags: service account"),
-        pytest.param("given", {"KUBERNETES_SERVICE_HOST": "10.0.0.1"}, "given", id="an explicit flag wins in a pod"),
+        pytest.param(None, {"KUBERNETES_SERVICE_HOST": "10.0.0.1"}, None,
+                     id="in a pod without flags: service account"),
+        pytest.param("given", {"KUBERNETES_SERVICE_HOST": "10.0.0.1"}, "given",
+                     id="an explicit flag wins in a pod"),
         pytest.param(None, {"KUBECONFIG": "env", "KUBERNETES_SERVICE_HOST": "h"}, "env",
                      id="KUBECONFIG wins over the service account"),
     ],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import sys
 from pathlib import Path
@@ -10,7 +11,7 @@ import pytest
 
 from conftest import SimFiles
 from fabricsched import cli
-from fabricsched.sim import policies, records, traces
+from fabricsched.sim import policies, records, report, traces
 
 JOB_KEYS = {"name", "submit_s", "start_s", "end_s", "pods", "gpus_per_pod", "placement",
             "domains_spanned", "degraded_path", "comm_slowdown"}
@@ -135,3 +136,19 @@ def test_the_default_mix_parses_and_keeps_big_jobs_rare() -> None:
     total = sum(e.weight for e in mix)
     assert sum(e.weight for e in mix if e.pods >= 32) / total < 0.1
     assert sum(e.weight for e in mix if e.pods <= 4) / total > 0.5
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_the_progress_bar_draws_only_on_a_terminal() -> None:
+    terminal, pipe = _Terminal(), io.StringIO()
+    for stream in (terminal, pipe):
+        bar = report.ProgressBar("fabric", stream)
+        bar(1, 4)
+        bar(4, 4)
+        bar.close()
+    assert terminal.getvalue().endswith("] 4/4\n")
+    assert pipe.getvalue() == ""
