@@ -1,0 +1,233 @@
+"""Link health from port counters in a real Prometheus, end to end through ``fabricsched run``.
+
+A test exporter serves node_exporter InfiniBand series per host and switch uplink counters per
+leaf; a real Prometheus scrapes it every second; the operator evaluates the default rules plus a
+switch rule every second and writes FabricTopology status and Events.
+
+Timing budget of a degradation: one scrape for Prometheus to see the counter move, then
+``degradeAfter`` (N) firing evaluations, one more interval for the evaluation that straddles the
+change, and one status write: (N + 1) x interval + scrape + status interval, plus a fixed
+allowance for a loaded two-core CI machine.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from clusterkit import Cluster, NodeFactory, wait_for
+from prometheus_harness import Exporter, PrometheusServer, find_prometheus_or_skip, free_port
+
+from fabricsched.api import topology as api
+
+INTERVAL_S = 1
+DEGRADE_AFTER = 2
+RECOVER_AFTER_S = 4
+STATUS_INTERVAL_S = 1.0
+ALLOWANCE_S = 4.0
+DEGRADE_BUDGET_S = (DEGRADE_AFTER + 1) * INTERVAL_S + 1.0 + STATUS_INTERVAL_S + ALLOWANCE_S
+LEAF_RULE = {
+    "name": "leaf-uplink-errors", "target": "domain", "targetLabel": "leaf", "tier": "leaf",
+    "query": 'sum by (leaf) (increase(fabric_switch_port_errors_total{role="uplink"}[5s]))',
+    "comparison": ">", "threshold": 0,
+}
+
+
+@pytest.fixture(scope="module")
+def crds(cluster: Cluster, repo_root: Path) -> None:
+    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(repo_root / "crds"))
+    cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s",
+                    f"crd/{api.PLURAL}.{api.GROUP}")
+
+
+@contextlib.contextmanager
+def operator(cluster: Cluster, workdir: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """``fabricsched run`` against the test cluster on free ports, until the block ends."""
+    health = f"127.0.0.1:{free_port()}"
+    log = (workdir / "operator.log").open("wb")
+    argv = [sys.executable, "-m", "fabricsched.cli", "run", f"--kubeconfig={cluster.kubeconfig}",
+            f"--health-address={health}", f"--extender-address=127.0.0.1:{free_port()}",
+            f"--status-interval={STATUS_INTERVAL_S}"]
+    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+
+    def ready() -> bool:
+        if proc.poll() is not None:
+            pytest.fail(f"fabricsched run exited:\n{(workdir / 'operator.log').read_text()[-3000:]}",
+                        pytrace=False)
+        try:
+            with urllib.request.urlopen(f"http://{health}/readyz", timeout=1) as resp:
+                return bool(resp.status == 200)
+        except (urllib.error.URLError, OSError):
+            return False
+
+    try:
+        wait_for("fabricsched run to be ready", ready, timeout=60)
+        yield proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+@pytest.fixture
+def fabric(cluster: Cluster, crds: None, node_factory: NodeFactory, custom_objects: Any,
+           tmp_path: Path) -> Iterator[dict[str, Any]]:
+    """Two leaves of two nodes, an exporter, Prometheus, a FabricTopology and the operator."""
+    binary = find_prometheus_or_skip()
+    l1 = node_factory(2, gpus=8, leaf="l01")
+    l2 = node_factory(2, gpus=8, leaf="l02")
+    exporter = Exporter(l1 + l2, ["l01", "l02"]).start()
+    prom = PrometheusServer(binary, tmp_path, exporter).start()
+    name = f"tel-{uuid.uuid4().hex[:8]}"
+    manifest = {
+        "apiVersion": api.API_VERSION, "kind": api.KIND, "metadata": {"name": name},
+        "spec": {
+            "nodeSelector": {"matchLabels": node_factory.selector},
+            "tiers": [{"name": "leaf", "nodeLabel": "fabric.topograph.run/tier-0"},
+                      {"name": "spine", "nodeLabel": "fabric.topograph.run/tier-1"}],
+            "health": {"recoverAfterSeconds": RECOVER_AFTER_S, "prometheus": {
+                "url": prom.url, "intervalSeconds": INTERVAL_S, "timeoutSeconds": 2,
+                "degradeAfter": DEGRADE_AFTER, "defaultRules": {"window": "5s"}, "rules": [LEAF_RULE]}},
+        },
+    }
+    custom_objects.create_cluster_custom_object(api.GROUP, api.VERSION, api.PLURAL, manifest)
+    try:
+        with operator(cluster, tmp_path):
+            yield {"name": name, "l1": l1, "l2": l2, "exporter": exporter, "prometheus": prom}
+    finally:
+        prom.stop()
+        exporter.stop()
+        with contextlib.suppress(Exception):
+            custom_objects.delete_cluster_custom_object(api.GROUP, api.VERSION, api.PLURAL, name)
+
+
+def status_of(custom_objects: Any, name: str) -> dict[str, Any]:
+    obj = custom_objects.get_cluster_custom_object(api.GROUP, api.VERSION, api.PLURAL, name)
+    return dict(obj.get("status") or {})
+
+
+def condition(status: dict[str, Any], ctype: str) -> dict[str, Any] | None:
+    return next((c for c in status.get("conditions") or () if c["type"] == ctype), None)
+
+
+def record(status: dict[str, Any], kind: str, name: str) -> dict[str, Any] | None:
+    key = "node" if kind == "node" else "domain"
+    return next((r for r in status.get("degraded") or () if r["kind"] == kind and r.get(key) == name), None)
+
+
+def timed(what: str, check: Callable[[], Any], timeout: float) -> tuple[Any, float]:
+    started = time.monotonic()
+    result = wait_for(what, check, timeout=timeout, interval=0.2)
+    return result, time.monotonic() - started
+
+
+def events_about(core_v1: Any, name: str) -> list[Any]:
+    found = core_v1.list_namespaced_event("default", field_selector=f"involvedObject.name={name}")
+    return list(found.items)
+
+
+def wait_telemetry_ok(custom_objects: Any, name: str) -> None:
+    def ok() -> bool:
+        st = status_of(custom_objects, name)
+        cond = condition(st, "TelemetryUnavailable")
+        return st.get("nodes") == 4 and cond is not None and cond["status"] == "False"
+    wait_for("the topology's status with TelemetryUnavailable=False", ok, timeout=60)
+
+
+def test_symbol_errors_degrade_the_host_and_clearing_them_recovers_it_after_the_hysteresis(
+    fabric: dict[str, Any], custom_objects: Any, core_v1: Any
+) -> None:
+    name, host = fabric["name"], fabric["l1"][0]
+    wait_telemetry_ok(custom_objects, name)
+    assert record(status_of(custom_objects, name), "node", host) is None
+
+    fabric["exporter"].symbol_errors(host, "mlx5_1", per_s=10.0)  # 600 a minute, threshold 1
+    row, took = timed(f"node {host} degraded by prometheus",
+                      lambda: record(status_of(custom_objects, name), "node", host), DEGRADE_BUDGET_S)
+    assert row["state"] == "degraded"
+    [source] = row["sources"]
+    assert (source["source"], source["rule"]) == ("prometheus", "ib-symbol-errors")
+    assert source["value"] > 1
+    assert "device mlx5_1" in source["reason"]
+    assert took <= DEGRADE_BUDGET_S
+    others = [h for h in fabric["l1"] + fabric["l2"] if h != host]
+    assert all(record(status_of(custom_objects, name), "node", h) is None for h in others)
+
+    def degraded_event() -> bool:
+        return any(e.reason == "FabricDegraded" and host in e.message and "ib-symbol-errors" in e.message
+                   for e in events_about(core_v1, name))
+    wait_for("a FabricDegraded Event naming the rule", degraded_event, timeout=15)
+
+    fabric["exporter"].symbol_errors(host, "mlx5_1", per_s=0.0)
+    waiting = wait_for("the recovery wait to start",
+                       lambda: (r := record(status_of(custom_objects, name), "node", host))
+                       and r.get("recoveringSince"), timeout=30)
+    assert waiting
+    started = time.monotonic()
+    wait_for(f"node {host} healthy again",
+             lambda: record(status_of(custom_objects, name), "node", host) is None, timeout=30)
+    # recoveringSince is written in whole seconds: allow one second of rounding.
+    assert time.monotonic() - started >= RECOVER_AFTER_S - 1.5
+
+
+def test_degraded_leaf_uplinks_show_in_the_domain_row(fabric: dict[str, Any], custom_objects: Any) -> None:
+    name = fabric["name"]
+    wait_telemetry_ok(custom_objects, name)
+    fabric["exporter"].uplink_errors("l02", per_s=5.0)
+
+    def leaf_row() -> dict[str, Any] | None:
+        st = status_of(custom_objects, name)
+        row = next((d for d in st.get("domains") or () if d["tier"] == "leaf" and d["name"] == "l02"), None)
+        return row if row is not None and row["health"] == "degraded" else None
+
+    row, took = timed("leaf l02 uplinks degraded", leaf_row, DEGRADE_BUDGET_S)
+    assert row["uplinkCapacity"] == 0.5  # the spec's degradedCapacity: the rule has no capacity
+    rec = record(status_of(custom_objects, name), "domain", "l02")
+    assert rec is not None and rec["sources"][0]["rule"] == "leaf-uplink-errors"
+    assert record(status_of(custom_objects, name), "domain", "l01") is None
+
+
+def test_stopping_prometheus_sets_telemetry_unavailable_and_keeps_the_last_health(
+    fabric: dict[str, Any], custom_objects: Any, core_v1: Any
+) -> None:
+    name = fabric["name"]
+    wait_telemetry_ok(custom_objects, name)
+    fabric["exporter"].uplink_errors("l01", per_s=5.0)
+    wait_for("leaf l01 degraded", lambda: record(status_of(custom_objects, name), "domain", "l01"),
+             timeout=DEGRADE_BUDGET_S)
+
+    fabric["prometheus"].stop()
+
+    def unavailable() -> dict[str, Any] | None:
+        cond = condition(status_of(custom_objects, name), "TelemetryUnavailable")
+        return cond if cond is not None and cond["status"] == "True" else None
+
+    cond = wait_for("TelemetryUnavailable=True", unavailable, timeout=20)
+    assert cond["reason"] == "PrometheusUnreachable"
+    assert fabric["prometheus"].url.removeprefix("http://") in cond["message"]
+    wait_for("a TelemetryUnavailable Event",
+             lambda: any(e.reason == "TelemetryUnavailable" for e in events_about(core_v1, name)), timeout=15)
+
+    # Longer than the hysteresis: a finding that was dropped would have recovered by now.
+    time.sleep(RECOVER_AFTER_S + 2 * INTERVAL_S)
+    rec = record(status_of(custom_objects, name), "domain", "l01")
+    assert rec is not None and rec["state"] == "degraded" and rec.get("recoveringSince") is None
+    assert unavailable() is not None
+
+    fabric["prometheus"].start()  # same port: the operator's retries find it again
+    wait_for("TelemetryUnavailable=False again",
+             lambda: (c := condition(status_of(custom_objects, name), "TelemetryUnavailable"))
+             and c["status"] == "False", timeout=30)
