@@ -35,7 +35,8 @@ RATE_BYTES = 50e9
 
 
 def find_prometheus_or_skip() -> Path:
-    found = shutil.which("prometheus") or ("/usr/bin/prometheus" if Path("/usr/bin/prometheus").is_file() else None)
+    debian = Path("/usr/bin/prometheus")
+    found = shutil.which("prometheus") or (str(debian) if debian.is_file() else None)
     if found is None:
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail("CI=true and the prometheus binary is missing (apt-get install -y prometheus)",
@@ -168,7 +169,8 @@ class PrometheusServer:
         return f"http://127.0.0.1:{self.port}"
 
     def config(self) -> dict[str, Any]:
-        hosts = [{"targets": [self.exporter.address], "labels": {"__param_host": h}} for h in self.exporter.hosts]
+        hosts = [{"targets": [self.exporter.address], "labels": {"__param_host": h}}
+                 for h in self.exporter.hosts]
         interval = f"{SCRAPE_INTERVAL_S:g}s"
         return {
             "global": {"scrape_interval": interval, "evaluation_interval": interval},
@@ -193,7 +195,8 @@ class PrometheusServer:
         while not self._ready():
             if self._proc.poll() is not None or time.monotonic() > deadline:
                 self.stop()
-                pytest.fail(f"prometheus did not become ready:\n{self._log.read_text()[-2000:]}", pytrace=False)
+                tail = self._log.read_text()[-2000:]
+                pytest.fail(f"prometheus did not become ready:\n{tail}", pytrace=False)
             time.sleep(0.2)
         return self
 

@@ -193,7 +193,7 @@ def test_degraded_leaf_uplinks_show_in_the_domain_row(fabric: dict[str, Any], cu
         row = next((d for d in st.get("domains") or () if d["tier"] == "leaf" and d["name"] == "l02"), None)
         return row if row is not None and row["health"] == "degraded" else None
 
-    row, took = timed("leaf l02 uplinks degraded", leaf_row, DEGRADE_BUDGET_S)
+    row = wait_for("leaf l02 uplinks degraded", leaf_row, timeout=DEGRADE_BUDGET_S)
     assert row["uplinkCapacity"] == 0.5  # the spec's degradedCapacity: the rule has no capacity
     rec = record(status_of(custom_objects, name), "domain", "l02")
     assert rec is not None and rec["sources"][0]["rule"] == "leaf-uplink-errors"

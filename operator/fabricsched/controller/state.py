@@ -13,10 +13,16 @@ What is kept, and why it stays small at 10k nodes x 50k pods:
 - Jobs as ``JobInfo`` (a handful of fields);
 - per node, the extended resources its active pods hold (updated on every pod change, so free
   GPUs never need a pass over all pods);
+- per FabricTopology, the free GPUs of every host of its current fabric (``_FreeMap``), moved
+  one node at a time as pods bind and end; rebuilt over all hosts only when the fabric itself
+  is rebuilt (nodes, labels, health, spec), which the scheduler's binds never cause;
 - per FabricTopology, its spec, its nodes and a ``topology.health.HealthTracker``.
 
 Readers:
-- ``snapshot(name)`` -> ``TopologySnapshot`` (fabric + free GPUs + spec), rebuilt lazily;
+- ``snapshot(name)`` -> ``TopologySnapshot`` (fabric + free GPUs + spec), made lazily per
+  generation; its free-GPU map is shared with the state copy-on-write (a bind after the
+  snapshot copies the map, one C-level dict copy, before moving it), so a snapshot after each
+  bind costs no pass over the hosts and a snapshot kept across an ``await`` never changes;
 - ``pods``, ``jobs``, ``nodes``, ``topologies`` read-only mappings;
 - ``subscribe(callback)``: called synchronously with a ``Change`` after the state moved
   (pod bound or ended, job finished or deleted, element health changed, topology changed).
@@ -26,7 +32,7 @@ Readers:
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -172,6 +178,30 @@ class TopologySnapshot:
     """``ClusterState.generation`` when the snapshot was taken."""
 
 
+class _FreeMap:
+    """Free GPUs per host of one fabric, kept current as pods bind and end.
+
+    ``free`` is handed to snapshots as is; once one holds it (``shared``), the next change
+    copies it first, so a snapshot never sees a later bind.
+    """
+
+    def __init__(self, fab: fabric.Fabric, resource: str, free: dict[ids.NodeName, int]) -> None:
+        self.fabric = fab
+        """The fabric ``free`` was computed for: a new fabric (other hosts or GPU counts) means
+        a rebuild."""
+        self.resource = resource
+        self.free = free
+        self.shared = False
+
+    def set(self, node: ids.NodeName, value: int) -> None:
+        if self.free.get(node) == value:
+            return
+        if self.shared:
+            self.free = dict(self.free)
+            self.shared = False
+        self.free[node] = value
+
+
 class ClusterState:
     """Nodes, GPU pods, Jobs and FabricTopologies, updated incrementally.
 
@@ -184,6 +214,8 @@ class ClusterState:
         self._nodes: dict[ids.NodeName, k8s.NodeInfo] = {}
         self._pods: dict[PodKey, k8s.PodUsage] = {}
         self._jobs: dict[JobKey, JobInfo] = {}
+        self._job_uids: dict[tuple[str, str], JobKey] = {}
+        """(namespace, uid) -> the Job holding that UID (pods name their Job by owner UID)."""
         self._used: dict[ids.NodeName, dict[str, int]] = {}
         self._claims: dict[ids.NodeName, tuple[str, ...]] = {}
         """Topologies selecting each node (only nodes selected by at least one)."""
@@ -191,6 +223,7 @@ class ClusterState:
         self._objects: dict[ids.TopologyName, TopologyObject] = {}
         self._subscribers: list[Subscriber] = []
         self._snapshots: dict[ids.TopologyName, TopologySnapshot] = {}
+        self._free: dict[ids.TopologyName, _FreeMap] = {}
         self._synced = False
         self.generation = 0
         """Bumped by every change that can alter a snapshot (nodes, GPU pods, topologies, health)."""
@@ -259,6 +292,18 @@ class ClusterState:
         claimants = self._claims.get(node, ())
         return ids.TopologyName(claimants[0]) if len(claimants) == 1 else None
 
+    def topology_counts(self, nodes: Iterable[ids.NodeName]) -> dict[ids.TopologyName, int]:
+        """How many of ``nodes`` each topology holds (``topology_of``, counted), topologies
+        holding none left out. One set intersection per topology, not a lookup per node: the
+        extender asks this for every node the scheduler passes (10k)."""
+        wanted = nodes if isinstance(nodes, (set, frozenset)) else set(nodes)
+        counts: dict[ids.TopologyName, int] = {}
+        for name, tf in self._fabrics.items():
+            held = len(tf.members.intersection(wanted))
+            if held:
+                counts[name] = held
+        return counts
+
     def used(self, node: ids.NodeName, resource: str) -> int:
         """Units of ``resource`` held by active pods on ``node``."""
         return self._used.get(node, {}).get(resource, 0)
@@ -279,8 +324,12 @@ class ClusterState:
             return None
         built = tf.build()
         resource = tf.spec.gpu_resource
-        free = {h: max(0, host.gpus - self.used(h, resource)) for h, host in built.fabric.hosts.items()}
-        snap = TopologySnapshot(name, tf.spec, built.fabric, free, tf.all_conflicts(), self.generation)
+        held = self._free.get(name)
+        if held is None or held.fabric is not built.fabric or held.resource != resource:
+            free = {h: max(0, host.gpus - self.used(h, resource)) for h, host in built.fabric.hosts.items()}
+            held = self._free[name] = _FreeMap(built.fabric, resource, free)
+        held.shared = True
+        snap = TopologySnapshot(name, tf.spec, built.fabric, held.free, tf.all_conflicts(), self.generation)
         self._snapshots[name] = snap
         return snap
 
@@ -371,6 +420,10 @@ class ClusterState:
                 del held[resource]
         if not held:
             del self._used[pod.node]
+        for free in self._free.values():
+            host = free.fabric.hosts.get(pod.node)
+            if host is not None:
+                free.set(pod.node, max(0, host.gpus - self.used(pod.node, free.resource)))
 
     # --- jobs ---------------------------------------------------------------------------
 
@@ -382,6 +435,9 @@ class ClusterState:
             return
         self._jobs[key] = job
         if old is not None and old.uid != job.uid:
+            self._unindex_job(old)
+        self._job_uids.setdefault((job.namespace, job.uid), key)
+        if old is not None and old.uid != job.uid:
             self._emit(JobDeleted(replace(old, deleted=True)))
             old = None
         if job.finished and (old is None or not old.finished):
@@ -391,15 +447,26 @@ class ClusterState:
 
     def delete_job(self, namespace: str, name: str) -> None:
         old = self._jobs.pop((namespace, name), None)
+        if old is not None:
+            self._unindex_job(old)
         if old is not None and not old.deleted:
             self._emit(JobDeleted(replace(old, deleted=True)))
 
     def job_by_uid(self, namespace: str, uid: str) -> JobInfo | None:
         """The Job with that UID in ``namespace`` (pods name their Job by owner UID)."""
-        for job in self._jobs.values():
-            if job.uid == uid and job.namespace == namespace:
-                return job
-        return None
+        key = self._job_uids.get((namespace, uid))
+        return self._jobs.get(key) if key is not None else None
+
+    def _unindex_job(self, old: JobInfo) -> None:
+        index = (old.namespace, old.uid)
+        if self._job_uids.get(index) != (old.namespace, old.name):
+            return
+        del self._job_uids[index]
+        # Another Job of the namespace with the same UID (only ever an empty one) takes over.
+        for key, job in self._jobs.items():
+            if job.uid == old.uid and job.namespace == old.namespace:
+                self._job_uids[index] = key
+                break
 
     # --- topologies ---------------------------------------------------------------------
 
@@ -466,6 +533,7 @@ class ClusterState:
         if tf is None:
             return
         self._snapshots.pop(tname, None)
+        self._free.pop(tname, None)
         self.generation += 1
         now = self._clock()
         # Nodes it contested may now belong to the remaining claimant alone.

@@ -15,9 +15,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from fabricsched import ids
 from fabricsched.extender import gangs, placements, planning, ports, reservations, verdicts
@@ -45,6 +45,19 @@ class FilterAnswer:
     failed: dict[str, str] = field(default_factory=dict)
     unresolvable: dict[str, str] = field(default_factory=dict)
     error: str = ""
+
+
+@dataclass(frozen=True)
+class Scores:
+    """Prioritize's answer: ``planned`` scores ``PLANNED_SCORE``, every other node
+    ``OTHER_SCORE``. Kept as the node list and one name, not 10k pairs, so the server can
+    encode it in one pass; iterating gives the (node, score) pairs."""
+
+    nodes: Sequence[str]
+    planned: str | None
+
+    def __iter__(self) -> Iterator[tuple[str, int]]:
+        return ((n, PLANNED_SCORE if n == self.planned else OTHER_SCORE) for n in self.nodes)
 
 
 class Coordinator:
@@ -80,7 +93,8 @@ class Coordinator:
         if not self.ready:
             return FilterAnswer([], error="fabricsched is starting: its reservations are not restored yet")
         pod = nodes.PodUsage.from_manifest(manifest)
-        candidates = [ids.NodeName(n) for n in node_names]
+        # NodeName is a NewType of str: the names are used as they came, with no per-node copy.
+        candidates = cast(Sequence[ids.NodeName], node_names)
         known = self.book.get(gangs.membership(pod)[0])
         # A planned gang stays in its fabric; a new one goes to the fabric holding most candidates.
         topology = known.topology if known is not None else self._topology_for(candidates)
@@ -114,13 +128,11 @@ class Coordinator:
         assert target is not None
         return self._steer(entry, rank, target, snapshot, candidates)
 
-    def prioritize(self, manifest: Mapping[str, Any], node_names: Sequence[str]) -> list[tuple[str, int]]:
+    def prioritize(self, manifest: Mapping[str, Any], node_names: Sequence[str]) -> Scores:
         """The rank's planned node scores 10, every other node 0."""
-        pod = nodes.PodUsage.from_manifest(manifest)
-        target = self._target(pod, [ids.NodeName(n) for n in node_names])
-        return [(n, PLANNED_SCORE if n == target else OTHER_SCORE) for n in node_names]
+        return Scores(node_names, self._target(nodes.PodUsage.from_manifest(manifest)))
 
-    def _target(self, pod: nodes.PodUsage, candidates: Sequence[ids.NodeName]) -> ids.NodeName | None:
+    def _target(self, pod: nodes.PodUsage) -> ids.NodeName | None:
         key, rank = gangs.membership(pod)
         entry = self.book.get(key)
         if entry is None:
@@ -152,11 +164,7 @@ class Coordinator:
 
     def _topology_for(self, candidates: Sequence[ids.NodeName]) -> ids.TopologyName | None:
         """The fabric holding most candidates (a gang is planned inside one fabric)."""
-        counts: dict[ids.TopologyName, int] = {}
-        for node in candidates:
-            name = self.state.topology_of(node)
-            if name is not None:
-                counts[name] = counts.get(name, 0) + 1
+        counts = self.state.topology_counts(candidates)
         return max(sorted(counts), key=lambda n: counts[n]) if counts else None
 
     # --- planning -----------------------------------------------------------------------

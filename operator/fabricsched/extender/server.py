@@ -4,6 +4,14 @@ v1 wire format, ``nodeCacheCapable``), and ``GET /openapi.json``.
 A request the scheduler could not have meant (malformed, truncated or oversized body) gets
 HTTP 400 with a JSON ``{"error": ...}`` and the server keeps serving; the decision itself is
 the coordinator's.
+
+Bodies carry every node that fits the pod (10k names in, 10k reasons or scores out), so the
+per-call JSON work is kept to single passes in compiled code: the request is parsed and
+validated by pydantic straight from the bytes (``ExtenderArgs.model_validate_json``), and the
+usual answers (``NodeNames`` form, scores) are encoded from plain dicts and strings with
+``pydantic_core.to_json`` instead of dumping response models (the rare ones, errors and the
+``Nodes`` form, still go through the wire models). ``encode_scores`` and ``encode_filter`` are
+shared with the benchmark's pass-through server, so both pay the same encoding.
 """
 
 from __future__ import annotations
@@ -11,11 +19,12 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import pydantic
+import pydantic_core
 from aiohttp import web
 
 from fabricsched.api import extender as wire
@@ -34,7 +43,9 @@ class Decider(Protocol):
         self, manifest: Mapping[str, Any], node_names: Sequence[str]
     ) -> coordinator.FilterAnswer: ...
 
-    def prioritize(self, manifest: Mapping[str, Any], node_names: Sequence[str]) -> list[tuple[str, int]]: ...
+    def prioritize(
+        self, manifest: Mapping[str, Any], node_names: Sequence[str]
+    ) -> coordinator.Scores | Iterable[tuple[str, int]]: ...
 
 
 _MAX_BODY = web.AppKey("max_body_bytes", int)
@@ -90,13 +101,16 @@ class _Handlers:
             self._observe("filter", time.perf_counter() - started, "error")
             return _json(wire.ExtenderFilterResult.failure(f"fabricsched filter failed: {e}").to_wire())
         if answer.error:
-            result = wire.ExtenderFilterResult.failure(answer.error)
+            body = _dumps(wire.ExtenderFilterResult.failure(answer.error).to_wire())
+        elif args.node_cache_capable or args.nodes is None:
+            body = encode_filter(answer.passed, answer.failed, answer.unresolvable)
         else:
-            result = wire.ExtenderFilterResult.answering(
-                args, answer.passed, answer.failed, answer.unresolvable
+            body = _dumps(
+                wire.ExtenderFilterResult.answering(args, answer.passed, answer.failed, answer.unresolvable)
+                .to_wire()
             )
         self._observe("filter", time.perf_counter() - started, "ok")
-        return _json(result.to_wire())
+        return _body(body)
 
     async def prioritize(self, request: web.Request) -> web.Response:
         started = time.perf_counter()
@@ -113,7 +127,38 @@ class _Handlers:
             self._observe("prioritize", time.perf_counter() - started, "error")
             return _error(500, "fabricsched prioritize failed")
         self._observe("prioritize", time.perf_counter() - started, "ok")
-        return _json([{"Host": host, "Score": score} for host, score in scores])
+        return _body(encode_scores(scores))
+
+
+def encode_filter(passed: list[str], failed: Mapping[str, str], unresolvable: Mapping[str, str]) -> bytes:
+    """An ``ExtenderFilterResult`` in the ``NodeNames`` form, as ``to_wire`` would give it."""
+    return pydantic_core.to_json(
+        {"NodeNames": passed, "FailedNodes": failed, "FailedAndUnresolvableNodes": unresolvable, "Error": ""}
+    )
+
+
+_HOST = '{"Host":"'
+_SCORE = '","Score":'
+
+
+def encode_scores(scores: coordinator.Scores | Iterable[tuple[str, int]]) -> bytes:
+    """A ``HostPriorityList``. For ``Scores`` whose names need no JSON escaping (node names
+    never do: they are DNS names) the array is one ``str.join``, the planned node's entry
+    then swapped; anything else is encoded entry by entry."""
+    if isinstance(scores, coordinator.Scores):
+        names = "".join(scores.nodes)
+        if names.isprintable() and '"' not in names and "\\" not in names:
+            if not scores.nodes:
+                return b"[]"
+            other = f"{_SCORE}{coordinator.OTHER_SCORE}}}"
+            text = f"[{_HOST}" + f"{other},{_HOST}".join(scores.nodes) + f"{other}]"
+            if scores.planned is not None:
+                text = text.replace(
+                    f"{_HOST}{scores.planned}{other}",
+                    f"{_HOST}{scores.planned}{_SCORE}{coordinator.PLANNED_SCORE}}}",
+                )
+            return text.encode()
+    return pydantic_core.to_json([{"Host": host, "Score": score} for host, score in scores])
 
 
 async def _args(request: web.Request) -> wire.ExtenderArgs:
@@ -126,15 +171,14 @@ async def _args(request: web.Request) -> wire.ExtenderArgs:
     if request.content_length is not None and len(body) < request.content_length:
         raise BadRequest(f"truncated body: {len(body)} of {request.content_length} bytes")
     try:
-        decoded = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise BadRequest(f"body is not JSON: {e}") from e
-    if not isinstance(decoded, dict):
-        raise BadRequest("body must be a JSON object (ExtenderArgs)")
-    try:
-        args = wire.ExtenderArgs.model_validate(decoded)
+        # Parsed and validated in one pass from the bytes (no intermediate json.loads tree).
+        args = wire.ExtenderArgs.model_validate_json(body)
     except pydantic.ValidationError as e:
         first = e.errors()[0]
+        if first["type"] == "json_invalid":
+            raise BadRequest(f"body is not JSON: {first['msg']}") from e
+        if first["type"] == "model_type" and not first["loc"]:
+            raise BadRequest("body must be a JSON object (ExtenderArgs)") from e
         where = ".".join(str(p) for p in first["loc"]) or "body"
         raise BadRequest(f"invalid ExtenderArgs at {where}: {first['msg']}") from e
     if args.node_names is None and args.nodes is None:
@@ -147,10 +191,16 @@ def _pod_name(pod: Mapping[str, Any]) -> str:
     return f"{metadata.get('namespace', 'default')}/{metadata.get('name', '?')}"
 
 
+def _dumps(payload: Any) -> bytes:
+    return json.dumps(payload, separators=(",", ":")).encode()
+
+
+def _body(body: bytes) -> web.Response:
+    return web.Response(body=body, content_type="application/json")
+
+
 def _json(payload: Any) -> web.Response:
-    return web.Response(
-        body=json.dumps(payload, separators=(",", ":")).encode(), content_type="application/json"
-    )
+    return _body(_dumps(payload))
 
 
 def _error(status: int, message: str) -> web.Response:

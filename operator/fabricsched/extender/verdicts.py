@@ -67,26 +67,47 @@ def holders(entries: Iterable[reservations.Entry], exclude: ids.GangKey) -> dict
 def failed(
     fab: fabric.Fabric,
     topology: ids.TopologyName,
-    candidates: Iterable[ids.NodeName],
+    candidates: Iterable[str],
     plan: Footprint,
     free: Mapping[ids.NodeName, int],
     gpus_per_pod: int,
     reserved_by: Mapping[ids.NodeName, str],
 ) -> dict[str, str]:
-    """A reason for every candidate but the rank's planned node.
+    """A reason for every candidate but the rank's planned node (``reason`` of each).
 
     ``free`` is free GPUs after other gangs' reservations; a node short of room because of
     them says whose reservation it is, which is what an operator looks for first.
+
+    The scheduler passes every node that fits (10k), and nearly all of them fail for one
+    reason: outside the domains the plan's first check keeps (the gang's home). So every
+    candidate starts with that reason (one C-level ``dict.fromkeys``), and ``reason`` is asked
+    only for the few nodes whose answer can differ: hosts inside those domains, hosts with a
+    degraded link, nodes holding another gang's reservation, and nodes outside the fabric.
     """
-    out: dict[str, str] = {}
-    for node in candidates:
-        if node == plan.target:
-            continue
-        out[node] = _reason(fab, topology, node, plan, free, gpus_per_pod, reserved_by)
+    if plan.checks:
+        tier_index, used, bulk = plan.checks[0]
+        inside: list[ids.NodeName] = []
+        for name in used:
+            domain = fab.domains.get((tier_index, name))
+            if domain is not None:
+                inside.extend(domain.hosts)
+    else:
+        bulk, inside = plan.default, []
+    out = dict.fromkeys(candidates, bulk)
+    # The first rule needs no per-node work either: one message for every node outside the fabric.
+    out.update(dict.fromkeys(out.keys() - fab.hosts.keys(), _outside_fabric(topology, plan)))
+    exceptions: list[Iterable[str]] = [inside, reserved_by.keys()]
+    if plan.multi_host:
+        exceptions.append(tree.of(fab).degraded_hosts)
+    for group in exceptions:
+        for node in group:
+            if node in out:
+                out[node] = reason(fab, topology, ids.NodeName(node), plan, free, gpus_per_pod, reserved_by)
+    out.pop(plan.target, None)
     return out
 
 
-def _reason(
+def reason(
     fab: fabric.Fabric,
     topology: ids.TopologyName,
     node: ids.NodeName,
@@ -95,9 +116,10 @@ def _reason(
     gpus_per_pod: int,
     reserved_by: Mapping[ids.NodeName, str],
 ) -> str:
+    """Why ``node`` (not the rank's planned node) fails: the first rule that excludes it."""
     host = fab.hosts.get(node)
     if host is None:
-        return f"not part of fabric {topology}, where gang {plan.gang} is planned"
+        return _outside_fabric(topology, plan)
     holder = reserved_by.get(node)
     if holder is not None and free.get(node, 0) < gpus_per_pod:
         return f"reserved for gang {holder}"
@@ -107,6 +129,10 @@ def _reason(
         if host.path[tier_index] not in used:
             return message
     return plan.default
+
+
+def _outside_fabric(topology: ids.TopologyName, plan: Footprint) -> str:
+    return f"not part of fabric {topology}, where gang {plan.gang} is planned"
 
 
 def _domains(tier: str, used: Iterable[ids.DomainName]) -> str:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fabricsched import ids
-from fabricsched.placement import capacity, ranks, reasons, request, singles, slots, tree
+from fabricsched.placement import capacity, ranks, reasons, request, singles, slots, state, tree
 from fabricsched.topology import fabric
 
 DomainKey = fabric.DomainKey
@@ -73,10 +73,7 @@ def place(
         return request.NoFit(f"no tier index {gang.tier} in a fabric of {index.levels} tiers",
                              unresolvable=True)
     top = gang.tier if gang.required and gang.tier is not None else index.levels
-    allowed = candidates
-    if allowed is not None and not isinstance(allowed, set | frozenset):
-        allowed = frozenset(allowed)
-    start = slots.base(index, free, g, allowed)
+    start = state.base(fab, index, free, g, candidates)
     aware = options.health_aware
 
     one = singles.pick(fab, start, pods, aware)

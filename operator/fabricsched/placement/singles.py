@@ -37,7 +37,7 @@ def pick(
     top = max(free, default=0)
     if top < need:
         return None
-    free_per_leaf = start.leaf_sums(start.free_all)
+    free_per_leaf = start.free_per_leaf()
     partly = [leaf for leaf, total in zip(index.leaves, index.leaf_gpus, strict=True)
               if leaf != index.root and free_per_leaf[leaf] < total]
     partly_set = set(partly)

@@ -56,7 +56,10 @@ _DOMAINS_OUT: dict[Mode, Callable[[fabric.Domain], bool]] = {
 @dataclass(frozen=True)
 class Base:
     """Free GPUs and slots on every host of the fabric, whatever its health, as lists in the
-    tree's host order: a decision touches 10k hosts only through C-level maps and sums."""
+    tree's host order: a decision touches 10k hosts only through C-level maps and sums.
+
+    ``state`` keeps one per snapshot and gang shape and patches it where free GPUs changed, so
+    a Base is never changed once another decision may hold it; ``memo`` only fills in."""
 
     index: tree.Tree
     gpus_per_pod: int
@@ -68,6 +71,8 @@ class Base:
     """Slots per host in ``index.order``."""
     per_leaf: Mapping[DomainKey, int]
     """Sum of slots under every tier-0 domain (or the root of a tier-less fabric)."""
+    memo: dict[Any, Any] = dataclasses.field(default_factory=dict, compare=False, repr=False)
+    """What decisions derive from this Base (rooms per mode, free GPUs per leaf), on first use."""
 
     def slots(self, name: ids.NodeName) -> int:
         return self.room[self.index.position[name]]
@@ -79,15 +84,27 @@ class Base:
         los = map(prefix.__getitem__, self.index.lo)
         return dict(zip(self.index.leaves, map(operator.sub, his, los), strict=True))
 
+    def free_per_leaf(self) -> Mapping[DomainKey, int]:
+        """Free GPUs under every leaf, candidates or not (is the leaf partly used?)."""
+        found: Mapping[DomainKey, int] | None = self.memo.get("free_per_leaf")
+        if found is None:
+            found = self.memo["free_per_leaf"] = self.leaf_sums(self.free_all)
+        return found
+
 
 def base(
     index: tree.Tree, free: Mapping[ids.NodeName, int], gpus_per_pod: int,
     allowed: Collection[ids.NodeName] | None,
 ) -> Base:
-    """The one per-host pass of a decision (a Python loop over 10k hosts would cost ms)."""
-    gpus = every = list(map(free.get, index.order, itertools.repeat(0)))
-    if allowed is not None:
-        gpus = list(map(operator.mul, gpus, map(allowed.__contains__, index.order)))
+    """The per-host pass of a decision from scratch (a Python loop over 10k hosts would cost ms)."""
+    every = list(map(free.get, index.order, itertools.repeat(0)))
+    mask = None if allowed is None else list(map(allowed.__contains__, index.order))
+    return from_lists(index, gpus_per_pod, every, mask)
+
+
+def from_lists(index: tree.Tree, gpus_per_pod: int, every: list[int], mask: list[bool] | None) -> Base:
+    """``base`` from free GPUs per host in tree order and which hosts are candidates."""
+    gpus = every if mask is None else list(map(operator.mul, every, mask))
     if gpus and min(gpus) < 0:
         gpus = [max(0, n) for n in gpus]  # an over-reserved host has no room, not negative room
     room = list(map(operator.floordiv, gpus, itertools.repeat(gpus_per_pod)))
@@ -102,7 +119,7 @@ class Room:
     mode: Mode
     start: Base
     excluded: frozenset[ids.NodeName]
-    """Hosts with room the mode leaves out."""
+    """Hosts the mode leaves out (with room or not: the set belongs to the snapshot)."""
     full: Mapping[DomainKey, int]
     """Slots when the domain (or the root) holds the whole gang."""
     part: Mapping[DomainKey, int]
@@ -115,14 +132,29 @@ class Room:
         return sum(self.start.room) - sum(self.start.slots(n) for n in self.excluded)
 
 
+def left_out(fab: fabric.Fabric, index: tree.Tree, mode: Mode) -> tuple[frozenset[ids.NodeName],
+                                                                        frozenset[DomainKey]]:
+    """Hosts and domains (by their uplinks) ``mode`` leaves out: fixed per snapshot."""
+    key = ("left_out", mode)
+    found: tuple[frozenset[ids.NodeName], frozenset[DomainKey]] | None = index.memo.get(key)
+    if found is None:
+        host_out, domain_out = _HOSTS_OUT[mode], _DOMAINS_OUT[mode]
+        found = (frozenset(n for n in index.degraded_hosts if host_out(fab.hosts[n])),
+                 frozenset(k for k in index.degraded_domains if domain_out(fab.domains[k])))
+        index.memo[key] = found
+    return found
+
+
 def room(fab: fabric.Fabric, index: tree.Tree, start: Base, mode: Mode) -> Room:
-    host_out, domain_out = _HOSTS_OUT[mode], _DOMAINS_OUT[mode]
-    excluded = frozenset(n for n in index.degraded_hosts if start.slots(n) and host_out(fab.hosts[n]))
+    """Slots of ``mode`` per domain, summed up the tree; kept in ``start.memo``."""
+    found: Room | None = start.memo.get(mode)
+    if found is not None:
+        return found
+    excluded, bad = left_out(fab, index, mode)
     full = dict(start.per_leaf)
     for name in excluded:
         full[index.leaf_of[name]] -= start.slots(name)
     part = dict(full)
-    bad = {k for k in index.degraded_domains if domain_out(fab.domains[k])}
     for key in bad:
         if key[0] == 0:
             part[key] = 0
@@ -131,7 +163,8 @@ def room(fab: fabric.Fabric, index: tree.Tree, start: Base, mode: Mode) -> Room:
             total = sum(part[c] for c in index.children[key])
             full[key] = total
             part[key] = 0 if key in bad else total
-    return Room(mode, start, excluded, full, part)
+    found = start.memo[mode] = Room(mode, start, excluded, full, part)
+    return found
 
 
 def pack(items: Sequence[tuple[K, int]], pods: int) -> list[tuple[K, int]] | None:

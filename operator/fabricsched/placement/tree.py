@@ -3,13 +3,16 @@
 A ``Fabric`` is immutable, so its index is too; ``of`` memoises it per snapshot object (the
 snapshot pattern: rebuild per change that matters, decide many times on the same one). The
 memo holds no settings and changes no result, it only saves the per-host work at 10k hosts.
+``Tree.memo`` is where decisions on the same snapshot leave what the next one can reuse
+(``state``: slots per host and per domain); it lives and dies with the snapshot.
 """
 
 from __future__ import annotations
 
 import weakref
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from fabricsched import ids
 from fabricsched.topology import fabric
@@ -52,6 +55,8 @@ class Tree:
     """Domain keys per tier sorted by name; ``by_tier[levels]`` is ``(root,)``."""
     children: Mapping[DomainKey, tuple[DomainKey, ...]]
     """Child domains of every domain above tier 0, and of the root when there are tiers."""
+    parent: Mapping[DomainKey, DomainKey]
+    """The inverse of ``children``: the domain (or root) whose sums include each domain."""
     hosts_under: Mapping[DomainKey, tuple[ids.NodeName, ...]]
     """Hosts directly below every tier-0 domain (and below the root of a tier-less fabric)."""
     leaf_of: Mapping[ids.NodeName, DomainKey]
@@ -72,6 +77,10 @@ class Tree:
     """Hosts whose access link is degraded or down, by name."""
     degraded_domains: tuple[DomainKey, ...]
     """Domains whose uplinks are degraded or down, by key."""
+    host_leaf: tuple[int, ...]
+    """Index into ``leaves`` of every host in ``order``."""
+    memo: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
+    """Per-snapshot scratch kept across decisions (``state``); bounded by its users."""
 
     def is_leaf(self, key: DomainKey) -> bool:
         return key in self.hosts_under
@@ -123,6 +132,7 @@ def build(fab: fabric.Fabric) -> Tree:
         lo.append(len(order))
         order.extend(hosts_under[leaf])
     hi = [*lo[1:], len(order)]
+    parent = {c: key for key, kids in children.items() for c in kids}
     return Tree(
         levels=levels,
         order=tuple(order),
@@ -135,8 +145,10 @@ def build(fab: fabric.Fabric) -> Tree:
         root=root,
         by_tier=(*(tuple(keys) for keys in by_tier), (root,)),
         children=children,
+        parent=parent,
         hosts_under=hosts_under,
         leaf_of=leaf_of,
         degraded_hosts=tuple(sorted(n for n, h in fab.hosts.items() if host_degraded(h))),
         degraded_domains=tuple(sorted(k for k, d in fab.domains.items() if domain_degraded(d))),
+        host_leaf=tuple(i for i, (a, b) in enumerate(zip(lo, hi, strict=True)) for _ in range(a, b)),
     )

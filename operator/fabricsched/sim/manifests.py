@@ -18,6 +18,10 @@ from fabricsched.api import topology as api
 from fabricsched.sim import errors
 
 
+# libyaml's loader when PyYAML was built with it: a 1,000-node list parses ~10x faster.
+_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 @dataclass(frozen=True)
 class NodeManifest:
     """One Node object as read, with the line it starts on."""
@@ -32,8 +36,8 @@ def _documents(path: Path) -> list[tuple[Any, yaml.Node]]:
     except OSError as e:
         raise errors.SimInputError(path, 0, f"cannot read: {e.strerror or e}") from e
     try:
-        nodes = [n for n in yaml.compose_all(text, Loader=yaml.SafeLoader) if n is not None]
-        datas = [d for d in yaml.safe_load_all(text) if d is not None]
+        nodes = [n for n in yaml.compose_all(text, Loader=_LOADER) if n is not None]
+        datas = [d for d in yaml.load_all(text, Loader=_LOADER) if d is not None]
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         line = mark.line + 1 if mark is not None else 0

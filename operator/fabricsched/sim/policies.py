@@ -16,7 +16,7 @@ from typing import Protocol
 from fabricsched import ids
 from fabricsched.placement import capacity, placing, request
 from fabricsched.sim import records
-from fabricsched.topology import fabric
+from fabricsched.topology import fabric, index
 
 Ranks = tuple[ids.NodeName, ...]
 
@@ -72,7 +72,10 @@ class _Usable:
     def hosts(self, snapshot: fabric.Fabric, pods: int) -> list[fabric.Host]:
         if snapshot is not self._snapshot:
             down_domains = {key for key, d in snapshot.domains.items() if d.uplink_health <= 0}
-            self._single = [h for h in snapshot.hosts.values() if h.health > 0]
+            # Name order, not the mapping's: that one may follow set iteration (hash-seeded),
+            # and the seeded tie-breaks must see the same list in every process.
+            ordered = sorted(snapshot.hosts.values(), key=lambda h: index.natural_key(h.name))
+            self._single = [h for h in ordered if h.health > 0]
             self._gang = [h for h in self._single
                           if not any((t, name) in down_domains for t, name in enumerate(h.path))]
             self._snapshot = snapshot

@@ -1,0 +1,171 @@
+"""Slots carried from one decision to the next on the same snapshot.
+
+Between two decisions on one snapshot only a few hosts change: the gang just reserved, a pod
+that ended. Reading the free map costs one C-level pass over the hosts and cannot be avoided
+(callers hand a fresh or changed map), but everything derived from it can: the ``slots.Base``
+of the previous decision with the same GPUs per pod, and the rooms per mode it computed, are
+patched at the hosts whose free GPUs (or candidacy) changed instead of being rebuilt.
+
+What is kept lives in ``tree.Tree.memo``, so it dies with the snapshot; it holds a few gang
+shapes at most and never changes a result (tests/unit/placement/test_engine_frozen.py).
+Kept objects are never modified: a patch builds new ones, so a decision running at the same
+time on the same snapshot keeps a consistent view.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import operator
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from fabricsched import ids
+from fabricsched.placement import slots, tree
+from fabricsched.topology import fabric
+
+DomainKey = fabric.DomainKey
+
+KEPT_SHAPES = 4
+"""GPUs-per-pod values kept per snapshot (most recently used)."""
+_CHUNK = 256
+"""Hosts compared at once when looking for what changed (C-level slice comparison)."""
+_PATCH_SHARE = 8
+"""Patch when at most 1/_PATCH_SHARE of the hosts changed; rebuild beyond."""
+
+
+@dataclass(frozen=True)
+class _Kept:
+    base: slots.Base
+    mask: list[bool] | None
+    """Candidate or not per host in tree order; None when every host is one."""
+    seen: Any
+    """A copy of the candidates the mask was made from (compared, never trusted by identity)."""
+
+
+def base(
+    fab: fabric.Fabric, index: tree.Tree, free: Mapping[ids.NodeName, int], gpus_per_pod: int,
+    candidates: Collection[ids.NodeName] | None,
+) -> slots.Base:
+    """``slots.base`` for this decision, from the last one with the same ``gpus_per_pod``."""
+    every = list(map(free.get, index.order, itertools.repeat(0)))
+    key = ("base", gpus_per_pod)
+    kept: _Kept | None = index.memo.get(key)
+    mask, seen = _mask(index, candidates, kept)
+    if kept is not None:
+        changed = _changed(kept.base.free_all, every)
+        if mask is not kept.mask:
+            changed = sorted({*changed, *_changed_masks(index, kept.mask, mask)})
+        if not changed:
+            fresh = kept.base
+        elif len(changed) * _PATCH_SHARE <= len(every):
+            fresh = _patch(fab, index, kept.base, every, mask, changed)
+        else:
+            fresh = slots.from_lists(index, gpus_per_pod, every, mask)
+    else:
+        fresh = slots.from_lists(index, gpus_per_pod, every, mask)
+    if kept is None or fresh is not kept.base or seen is not kept.seen:
+        index.memo.pop(key, None)  # re-insert: the dict's order is the use order
+        index.memo[key] = _Kept(fresh, mask, seen)
+        shapes = [k for k in index.memo if isinstance(k, tuple) and k[0] == "base"]
+        for old in shapes[:-KEPT_SHAPES]:
+            index.memo.pop(old, None)
+    return fresh
+
+
+def _mask(
+    index: tree.Tree, candidates: Collection[ids.NodeName] | None, kept: _Kept | None
+) -> tuple[list[bool] | None, Any]:
+    """Which hosts are candidates, reused when the candidates equal the last ones."""
+    if candidates is None:
+        return None, None
+    is_set = isinstance(candidates, set | frozenset)
+    if kept is not None and kept.seen is not None:
+        if is_set and isinstance(kept.seen, frozenset) and candidates == kept.seen:
+            return kept.mask, kept.seen
+        if isinstance(candidates, list | tuple) and type(candidates) is type(kept.seen) \
+                and candidates == kept.seen:
+            return kept.mask, kept.seen
+    seen: Any
+    if is_set:
+        seen = frozenset(candidates)
+        allowed: Collection[ids.NodeName] = candidates
+    else:
+        seen = list(candidates) if isinstance(candidates, list) else tuple(candidates)
+        allowed = frozenset(seen)
+    mask = list(map(allowed.__contains__, index.order))
+    return (None if all(mask) else mask), seen
+
+
+def _changed(old: Sequence[Any], new: Sequence[Any]) -> list[int]:
+    """Positions where two equally long lists differ, comparing slices in C first."""
+    if old == new:
+        return []
+    found: list[int] = []
+    for lo in range(0, len(new), _CHUNK):
+        hi = lo + _CHUNK
+        if old[lo:hi] != new[lo:hi]:
+            found.extend(i for i in range(lo, min(hi, len(new))) if old[i] != new[i])
+    return found
+
+
+def _changed_masks(index: tree.Tree, old: list[bool] | None, new: list[bool] | None) -> list[int]:
+    every = [True] * len(index.order)
+    return _changed(every if old is None else old, every if new is None else new)
+
+
+def _patch(
+    fab: fabric.Fabric, index: tree.Tree, old: slots.Base, every: list[int], mask: list[bool] | None,
+    changed: Sequence[int],
+) -> slots.Base:
+    """``old`` with the hosts at ``changed`` recomputed; sums and kept rooms moved by the deltas."""
+    g = old.gpus_per_pod
+    free, room = list(old.free), list(old.room)
+    per_leaf = dict(old.per_leaf)
+    old_free_leaf: Mapping[DomainKey, int] | None = old.memo.get("free_per_leaf")
+    free_leaf = dict(old_free_leaf) if old_free_leaf is not None else None
+    moved: list[tuple[int, int]] = []  # (host position, change of slots)
+    for i in changed:
+        gpus = every[i] if mask is None else every[i] * mask[i]
+        gpus = max(0, gpus)
+        slots_now = gpus // g
+        leaf = index.leaves[index.host_leaf[i]]
+        if free_leaf is not None:
+            free_leaf[leaf] += every[i] - old.free_all[i]
+        free[i] = gpus
+        if slots_now != room[i]:
+            moved.append((i, slots_now - room[i]))
+            per_leaf[leaf] += slots_now - room[i]
+            room[i] = slots_now
+    fresh = slots.Base(index, g, free, every, room, per_leaf)
+    if free_leaf is not None:
+        fresh.memo["free_per_leaf"] = free_leaf
+    for mode, kept in old.memo.items():
+        if isinstance(mode, slots.Mode):
+            fresh.memo[mode] = _patch_room(fab, index, fresh, kept, moved)
+    return fresh
+
+
+def _patch_room(
+    fab: fabric.Fabric, index: tree.Tree, fresh: slots.Base, kept: slots.Room, moved: Sequence[tuple[int, int]]
+) -> slots.Room:
+    """A room's sums moved by the change of slots of some hosts: up from each host's leaf until
+    a domain whose uplinks the mode leaves out (its parent sees none of it)."""
+    excluded, bad = slots.left_out(fab, index, kept.mode)
+    full, part = dict(kept.full), dict(kept.part)
+    parent = index.parent
+    for i, delta in moved:
+        if index.order[i] in excluded:
+            continue
+        key = index.leaves[index.host_leaf[i]]
+        while True:
+            full[key] += delta
+            if key in bad:
+                break
+            part[key] += delta
+            up = parent.get(key)
+            if up is None:
+                break
+            key = up
+    return dataclasses.replace(kept, start=fresh, full=full, part=part)
