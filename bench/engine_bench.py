@@ -1,12 +1,18 @@
 """The placement engine at cluster scale: plans per second and latency per call.
 
-    python bench/engine_bench.py [--hosts 1000 5000 10000] [--calls 400] [--seed 1]
+    python bench/engine_bench.py [--hosts 1000 5000 10000] [--calls 400] [--seed 1] [--churn]
 
 For each size, builds a 2-tier fabric (16 hosts of 8 GPUs per leaf, 16 leaves per spine,
 leaves 2:1 oversubscribed) with 1% of hosts and 2% of leaves degraded, fills about 60% of the
 GPUs with gangs placed by the engine itself (their traffic recorded), then times ``place`` for
 a mix of gang sizes against that state (nothing committed, so every call sees the same state).
 The first call on a fabric also builds its index (``tree.of``); it is timed apart.
+
+``--churn`` runs the calls the way the extender makes them: every host name passed as the
+candidates (a new list each call), and the state moving between calls: each plan is reserved
+and the oldest gangs released to stay near 60% used, so no two calls see the same free GPUs.
+The timed calls run with the setup frozen out of the cyclic GC (``gc.freeze``), as a
+long-lived extender should: a full collection over a 10k-host snapshot is a pause of its own.
 
 Latency is reported twice: wall time, and CPU time of the calling thread, which stays honest on
 a machine shared with other work (wall time there also counts the time other processes ran).
@@ -15,6 +21,8 @@ a machine shared with other work (wall time there also counts the time other pro
 from __future__ import annotations
 
 import argparse
+import collections
+import gc
 import random
 import time
 from collections.abc import Sequence
@@ -68,8 +76,11 @@ def draw(rng: random.Random, i: int) -> request.GangRequest:
     return request.GangRequest(ids.GangKey(f"bench/g{i}"), pods, gpus)
 
 
+Running = collections.deque[tuple[tuple[ids.NodeName, ...], int]]
+
+
 def fill(
-    fab: fabric.Fabric, rng: random.Random, target: float
+    fab: fabric.Fabric, rng: random.Random, target: float, running: Running | None = None
 ) -> tuple[dict[ids.NodeName, int], capacity.Traffic]:
     """Place gangs until ``target`` of the GPUs are used, as a busy cluster would be."""
     free = {name: host.gpus for name, host in fab.hosts.items()}
@@ -84,10 +95,34 @@ def fill(
         if not isinstance(plan, request.Plan):
             misses += 1
             continue
-        for name in plan.ranks:
-            free[name] -= gang.gpus_per_pod
-        traffic.add(fab, plan.ranks, gang.gpus_per_pod)
+        commit(fab, free, traffic, plan.ranks, gang.gpus_per_pod, running)
     return free, traffic
+
+
+def commit(
+    fab: fabric.Fabric, free: dict[ids.NodeName, int], traffic: capacity.Traffic,
+    ranks: tuple[ids.NodeName, ...], gpus_per_pod: int, running: Running | None,
+) -> None:
+    for name in ranks:
+        free[name] -= gpus_per_pod
+    traffic.add(fab, ranks, gpus_per_pod)
+    if running is not None:
+        running.append((ranks, gpus_per_pod))
+
+
+def churn(
+    fab: fabric.Fabric, free: dict[ids.NodeName, int], traffic: capacity.Traffic,
+    result: request.Plan | request.NoFit, gpus_per_pod: int, running: Running, target: float,
+) -> None:
+    """Reserve the plan, then release the oldest gangs until usage is back near ``target``."""
+    if isinstance(result, request.Plan):
+        commit(fab, free, traffic, result.ranks, gpus_per_pod, running)
+    total = GPUS * len(fab.hosts)
+    while running and sum(free.values()) < total * (1 - target):
+        ranks, g = running.popleft()
+        for name in ranks:
+            free[name] += g
+        traffic.remove(fab, ranks, g)
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -95,25 +130,37 @@ def percentile(values: Sequence[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
 
 
-def run(hosts: int, calls: int, seed: int) -> None:
+def run(hosts: int, calls: int, seed: int, moving: bool) -> None:
     rng = random.Random(seed)
     fab = build_fabric(hosts, rng)
     started = time.perf_counter()
     tree.of(fab)
     index_ms = (time.perf_counter() - started) * 1e3
-    free, traffic = fill(fab, rng, 0.6)
+    running: Running = collections.deque()
+    free, traffic = fill(fab, rng, 0.6, running)
     gangs = [draw(rng, i) for i in range(calls)]
+    names = list(fab.hosts)
+    # A long-lived process freezes its big, lasting objects (the snapshot) out of the cyclic
+    # GC; otherwise a full collection walks all of them (~10 ms at 10k hosts) inside some call.
+    gc.collect()
+    gc.freeze()
     times: dict[int, list[float]] = {}
     walls: list[float] = []
     fits = 0
-    started, cpu_started = time.perf_counter(), time.thread_time()
+    elapsed = cpu = 0.0
     for gang in gangs:
+        candidates = list(names) if moving else None  # the extender builds a new list per call
         t0, c0 = time.perf_counter(), time.thread_time_ns()
-        result = placing.place(fab, free, gang, traffic)
-        times.setdefault(gang.pods, []).append((time.thread_time_ns() - c0) / 1e6)
-        walls.append((time.perf_counter() - t0) * 1e3)
+        result = placing.place(fab, free, gang, traffic, candidates=candidates)
+        cpu_ms = (time.thread_time_ns() - c0) / 1e6
+        wall_ms = (time.perf_counter() - t0) * 1e3
+        times.setdefault(gang.pods, []).append(cpu_ms)
+        walls.append(wall_ms)
+        elapsed, cpu = elapsed + wall_ms / 1e3, cpu + cpu_ms / 1e3
         fits += isinstance(result, request.Plan)
-    elapsed, cpu = time.perf_counter() - started, time.thread_time() - cpu_started
+        if moving:
+            churn(fab, free, traffic, result, gang.gpus_per_pod, running, 0.6)
+    gc.unfreeze()
     every = [t for ts in times.values() for t in ts]
     used = 1 - sum(free.values()) / (GPUS * hosts)
     print(f"{hosts:>6} hosts ({used:.0%} GPUs used, index {index_ms:.1f} ms, {fits}/{calls} fit): "
@@ -132,9 +179,11 @@ def main() -> None:
     parser.add_argument("--hosts", type=int, nargs="+", default=[1000, 5000, 10000])
     parser.add_argument("--calls", type=int, default=400)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--churn", action="store_true",
+                        help="pass every host as candidates and change the state between calls")
     args = parser.parse_args()
     for hosts in args.hosts:
-        run(hosts, args.calls, args.seed)
+        run(hosts, args.calls, args.seed, args.churn)
 
 
 if __name__ == "__main__":

@@ -30,6 +30,8 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
+from fabricsched import ids
+from fabricsched.api import extender as wire
 from fabricsched.controller import state as cluster_state
 from fabricsched.extender import coordinator, placements, reservations, server
 from fabricsched.topology import nodes
@@ -99,6 +101,7 @@ class Bench:
         }
         self.state.apply_topology("bench", {"metadata": {"name": "bench", "generation": 1}, "spec": spec})
         self.state.mark_synced()
+        self.topology = ids.TopologyName("bench")
         book = reservations.Book(reservations.BookOptions())
         self.writer = placements.PlacementWriter(NullStore(), book)
         self.coordinator = coordinator.Coordinator(
@@ -123,7 +126,11 @@ class Bench:
             )
         body = pod(self.gang, self.rank)
         self.rank += 1
-        names = [n for n in self.state.nodes if self.state.free_gpus(n, GPU) >= 8]
+        snapshot = self.state.snapshot(self.topology)
+        assert snapshot is not None
+        # What the scheduler's own filters leave: every node with room for the pod (the
+        # scheduler does not see reservations, so reserved nodes are passed too).
+        names: list[str] = [n for n, free in snapshot.free_gpus.items() if free >= 8]
         return body, names
 
     def bind(self, body: dict[str, Any], target: str) -> None:
@@ -150,18 +157,15 @@ async def in_process(bench: Bench, calls: int) -> list[float]:
 
 def passthrough_app() -> web.Application:
     async def echo(request: web.Request) -> web.Response:
-        args = json.loads(await request.read())
-        names = args["NodeNames"]
+        # Parsed and answered with the same compiled JSON paths as the extender, so the ratio
+        # shows what the decision adds, not a difference of encoders.
+        args = wire.ExtenderArgs.model_validate_json(await request.read())
+        names = args.candidate_names()
         if request.path == "/filter":
-            payload: Any = {
-                "NodeNames": names,
-                "FailedNodes": {},
-                "FailedAndUnresolvableNodes": {},
-                "Error": "",
-            }
+            body = server.encode_filter(names, {}, {})
         else:
-            payload = [{"Host": n, "Score": 0} for n in names]
-        return web.Response(body=json.dumps(payload).encode(), content_type="application/json")
+            body = server.encode_scores(coordinator.Scores(names, None))
+        return web.Response(body=body, content_type="application/json")
 
     app = web.Application(client_max_size=server.DEFAULT_MAX_BODY_BYTES)
     app.router.add_post("/filter", echo)

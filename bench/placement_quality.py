@@ -55,7 +55,7 @@ def sweep(folder: Path, loads: list[float], jobs: int, trace_seed: int, seed: in
     """The fabric's nodes and events with fresh default-mix traces at several offered loads."""
     sizes = {e.gpus_per_pod for e in traces.parse_mix(traces.DEFAULT_MIX)}
     limits, total = commands.cluster_limits(folder / "nodes.yaml", folder / "topology.yaml", sizes)
-    rows = ["| load | policy | wait mean (s) | GPU util. | gangs in one leaf | slowdown mean "
+    rows = ["| load | policy | wait mean (s) | GPU util. (busy) | gangs in one leaf | slowdown mean "
             "| over floor | avoidable degraded |", "|---|---|---:|---:|---:|---:|---:|---:|"]
     for load in loads:
         trace = scratch / f"{folder.name}-load-{load}.csv"

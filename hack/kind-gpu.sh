@@ -29,7 +29,10 @@ if [[ -z "$nodes" ]]; then
 fi
 
 for node in $nodes; do
-  # A merge patch: it adds the key whether or not the node reported any capacity yet.
+  # A merge patch, not the JSON Patch `add` of the Kubernetes docs: `add` needs the parent map, and a
+  # Node with no status yet (made by hand, or before its kubelet reports) has no status.capacity;
+  # the API server then answers 422, which kubectl prints as "The request is invalid". A merge
+  # patch creates the maps and keeps every other resource a kubelet reported.
   "$kubectl" patch node "$node" --subresource=status --type=merge \
     -p "{\"status\": {\"capacity\": {\"$resource\": \"$gpus\"}, \"allocatable\": {\"$resource\": \"$gpus\"}}}" \
     >/dev/null

@@ -617,21 +617,43 @@ def test_operator_runs_as_the_service_account(kubectl: Kubectl, release: str, tm
     assert not refused, "the operator lacks rights:\n" + "\n".join(refused[:10])
 
 
-def test_kind_gpu_script_gives_a_node_gpu_capacity(tools: binaries.Binaries, kubectl: Kubectl) -> None:
+# The script once patched with a JSON Patch `add` to /status/capacity/nvidia.com~1gpu: fine on a
+# kind node, whose kubelet reports capacity, but a Node made by hand has no status.capacity map to
+# add into, and the API server answered 422 ("The request is invalid"). Both shapes are tested.
+KIND_GPU_NODES = {
+    "a node with no status yet (made by hand, no kubelet)": {},
+    "a node whose kubelet already reports capacity": {
+        "capacity": {"cpu": "4", "memory": "8Gi", "pods": "110"},
+        "allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"},
+    },
+}
+
+
+@pytest.mark.parametrize("status", KIND_GPU_NODES.values(),
+                         ids=[f"kind-gpu.sh gives {k} GPUs" for k in KIND_GPU_NODES])
+def test_kind_gpu_script_gives_a_node_gpu_capacity(
+    tools: binaries.Binaries, kubectl: Kubectl, status: dict[str, Any],
+) -> None:
     name = f"chart-gpu-{uuid.uuid4().hex[:6]}"
     # A tainted node no other test selects: no pod lands on it while it exists.
     kubectl.apply([{"apiVersion": "v1", "kind": "Node", "metadata": {
         "name": name, "labels": {"fabricsched.io/test": name}},
-        "spec": {"taints": [{"key": "fabricsched.io/test", "value": name, "effect": "NoSchedule"}]}}])
+        "spec": {"taints": [{"key": "fabricsched.io/test", "value": name, "effect": "NoSchedule"}]},
+        **({"status": status} if status else {})}])
     try:
+        if status:  # a Node's status on create is kept; make sure this one really has capacity first
+            before = yaml.safe_load(kubectl.run("get", "node", name, "-o", "yaml").stdout)["status"]
+            assert before["capacity"]["cpu"] == "4"
         env = {**os.environ, "KUBECTL": str(tools.kubectl), "KUBECONFIG": str(kubectl.kubeconfig)}
         result = subprocess.run(
             ["bash", str(REPO / "hack" / "kind-gpu.sh"), "6", f"fabricsched.io/test={name}"],
             capture_output=True, text=True, env=env, timeout=120, check=False)
         assert result.returncode == 0, result.stderr
-        status = yaml.safe_load(kubectl.run("get", "node", name, "-o", "yaml").stdout)["status"]
-        assert status["capacity"]["nvidia.com/gpu"] == "6"
-        assert status["allocatable"]["nvidia.com/gpu"] == "6"
+        after = yaml.safe_load(kubectl.run("get", "node", name, "-o", "yaml").stdout)["status"]
+        assert after["capacity"]["nvidia.com/gpu"] == "6"
+        assert after["allocatable"]["nvidia.com/gpu"] == "6"
+        for key, value in status.get("capacity", {}).items():  # the merge keeps what was there
+            assert after["capacity"][key] == value
     finally:
         kubectl.run("delete", "node", name, "--ignore-not-found", check=False)
 

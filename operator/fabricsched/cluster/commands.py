@@ -1,4 +1,4 @@
-"""``fabricsched cluster up|down``: the local control plane from the command line."""
+"""``fabricsched cluster up|down`` and ``fabricsched demo``: the local control plane from the command line."""
 
 from __future__ import annotations
 
@@ -40,6 +40,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     down.add_argument("--timeout", type=float, default=controlplane.Options.stop_timeout,
                       help="seconds between SIGTERM and SIGKILL per component (default: %(default)s)")
     down.set_defaults(handler=_down)
+
+    # `fabricsched demo`: imported here, as demo imports this module for fabricsched_scheduler.
+    from fabricsched.cluster import demo
+
+    demo.register(sub)
 
 
 def _fail(action: str, error: Exception) -> int:

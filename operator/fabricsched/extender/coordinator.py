@@ -97,7 +97,7 @@ class Coordinator:
         candidates = cast(Sequence[ids.NodeName], node_names)
         known = self.book.get(gangs.membership(pod)[0])
         # A planned gang stays in its fabric; a new one goes to the fabric holding most candidates.
-        topology = known.topology if known is not None else self._topology_for(candidates)
+        topology = known.topology if known is not None else self.state.topology_holding_most(candidates)
         gang = await self._identify(pod, topology)
         if isinstance(gang, gangs.NotOurs):
             return FilterAnswer(list(node_names))
@@ -162,11 +162,6 @@ class Coordinator:
             job = self.state.jobs.get((namespace, owner[0]))
         return _facts(job) if job is not None else None
 
-    def _topology_for(self, candidates: Sequence[ids.NodeName]) -> ids.TopologyName | None:
-        """The fabric holding most candidates (a gang is planned inside one fabric)."""
-        counts = self.state.topology_counts(candidates)
-        return max(sorted(counts), key=lambda n: counts[n]) if counts else None
-
     # --- planning -----------------------------------------------------------------------
 
     def _inputs(
@@ -190,8 +185,9 @@ class Coordinator:
         pod: nodes.PodUsage,
     ) -> reservations.Entry | FilterAnswer:
         inputs = self._inputs(snapshot, gang.key)
-        allowed = [n for n in candidates if n in snapshot.fabric.hosts]
-        made = planning.plan(inputs, gang, allowed, self.options.placement)
+        # The scheduler's names as they came: the engine masks its fabric's hosts with them, so
+        # names outside the fabric restrict nothing and need no per-node filtering here.
+        made = planning.plan(inputs, gang, candidates, self.options.placement)
         if isinstance(made, request.NoFit):
             return self._no_fit(gang.key, gang.display, gang.tier, gang.required, made, candidates, pod)
         entry = self.book.reserve(
@@ -224,8 +220,7 @@ class Coordinator:
         moving = [r for r in entry.unbound() if entry.ranks[r] is None or entry.ranks[r] not in allowed]
         keep = [n for r, n in entry.held() if r not in moving]
         inputs = self._inputs(snapshot, entry.key, keep, entry.gpus_per_pod)
-        hosts = [n for n in candidates if n in snapshot.fabric.hosts]
-        moved = planning.replan(inputs, entry, moving, hosts, self.options.placement)
+        moved = planning.replan(inputs, entry, moving, candidates, self.options.placement)
         if isinstance(moved, request.NoFit):
             return self._no_fit(entry.key, entry.display, entry.tier, entry.required, moved, candidates, pod)
         updated = self.book.replan(

@@ -9,7 +9,7 @@ in-memory fakes.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any, Protocol
 
 from fabricsched import ids
@@ -62,8 +62,9 @@ class StateView(Protocol):
     def jobs(self) -> Mapping[tuple[str, str], JobView]: ...
 
     def topology_of(self, node: ids.NodeName) -> ids.TopologyName | None: ...
-    def topology_counts(self, nodes: Iterable[ids.NodeName]) -> Mapping[ids.TopologyName, int]:
-        """How many of ``nodes`` each topology holds (``topology_of`` counted; none: absent)."""
+    def topology_holding_most(self, nodes: Collection[ids.NodeName]) -> ids.TopologyName | None:
+        """The topology holding most of ``nodes`` (``topology_of``), the first by name on a
+        tie; None when none holds any."""
         ...
     def snapshot(self, name: ids.TopologyName) -> SnapshotView | None: ...
     def job_by_uid(self, namespace: str, uid: str) -> JobView | None: ...

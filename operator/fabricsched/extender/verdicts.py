@@ -94,12 +94,16 @@ def failed(
     else:
         bulk, inside = plan.default, []
     out = dict.fromkeys(candidates, bulk)
-    # The first rule needs no per-node work either: one message for every node outside the fabric.
-    out.update(dict.fromkeys(out.keys() - fab.hosts.keys(), _outside_fabric(topology, plan)))
-    exceptions: list[Iterable[str]] = [inside, reserved_by.keys()]
+    hosts = fab.hosts.keys()
+    if not out.keys() <= hosts:  # a C-level pass without a copy; usually all are in the fabric
+        # The first rule needs no per-node work either: one message for every node outside it.
+        out.update(dict.fromkeys(out.keys() - hosts, _outside_fabric(topology, plan)))
     if plan.multi_host:
-        exceptions.append(tree.of(fab).degraded_hosts)
-    for group in exceptions:
+        # In the fabric, so the link rule is what applies unless a reservation does (below).
+        for node in tree.of(fab).degraded_hosts:
+            if node in out:
+                out[node] = _DOWN if tree.host_down(fab.hosts[node]) else _DEGRADED
+    for group in (inside, reserved_by.keys()):
         for node in group:
             if node in out:
                 out[node] = reason(fab, topology, ids.NodeName(node), plan, free, gpus_per_pod, reserved_by)

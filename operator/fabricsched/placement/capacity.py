@@ -11,6 +11,7 @@ when it starts and remove it when it ends; the engine reads it to prefer quiet u
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import math
 from collections.abc import Iterable, Mapping, Sequence
@@ -28,10 +29,10 @@ _EPSILON = 1e-9
 def pods_per_domain(fab: fabric.Fabric, ranks: Iterable[ids.NodeName]) -> dict[DomainKey, int]:
     """How many of the gang's pods sit below every domain it touches, at every tier."""
     counts: dict[DomainKey, int] = {}
-    for name in ranks:
+    for name, pods in collections.Counter(ranks).items():  # ranks repeat hosts: count once
         for tier, domain in enumerate(fab.hosts[name].path):
             key = (tier, domain)
-            counts[key] = counts.get(key, 0) + 1
+            counts[key] = counts.get(key, 0) + pods
     return counts
 
 
@@ -99,6 +100,18 @@ def uplink_capacity_gbps(fab: fabric.Fabric, key: DomainKey, health_aware: bool 
     return domain.gpus * fab.gpu_bandwidth_gbps / fab.tiers[domain.tier].oversubscription
 
 
+def _capacities(fab: fabric.Fabric, health_aware: bool) -> dict[DomainKey, float]:
+    """``uplink_capacity_gbps`` of every domain, once per snapshot the engine works on (it
+    asks thousands of times per decision); other callers get them computed on the spot."""
+    index = tree.built(fab)
+    memo: dict[object, object] = index.memo if index is not None else {}
+    found: dict[DomainKey, float] | None = memo.get(("capacity", health_aware))  # type: ignore[assignment]
+    if found is None:
+        found = {key: uplink_capacity_gbps(fab, key, health_aware) for key in fab.domains}
+        memo[("capacity", health_aware)] = found
+    return found
+
+
 def domain_load(
     fab: fabric.Fabric, key: DomainKey, own_gbps: float, traffic: Traffic | None, health_aware: bool = True
 ) -> float:
@@ -107,7 +120,7 @@ def domain_load(
     offered = existing + own_gbps
     if offered <= 0:
         return 0.0
-    cap = uplink_capacity_gbps(fab, key, health_aware)
+    cap = _capacities(fab, health_aware)[key]
     return math.inf if cap <= 0 else offered / cap
 
 

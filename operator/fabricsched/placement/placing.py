@@ -6,7 +6,10 @@ benchmarks all call ``place``; DESIGN.md "Placement rules" is the specification.
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import math
+import operator
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -110,17 +113,29 @@ def place(
         if rescue is not None:
             plan = _plan_of(fab, index, gang, rescue, g, traffic, [])
             why = reasons.fallback(fab, plan.ranks, plan.comm_slowdown)
-            return _plan(fab, rescue.split.hosts, rescue.level, g, traffic, [why, *plan.reasons])
+            return dataclasses.replace(plan, reasons=(why, *plan.reasons))
     return _no_fit(fab, index, start, gang, top, room(Mode.NOT_DOWN), room(Mode.ANY))
+
+
+def _holders(index: tree.Tree, space: slots.Room, level: int, pods: int) -> list[DomainKey]:
+    """Domains of ``level`` whose room reaches ``pods``, in name order (C-level over ~1k keys)."""
+    keys = index.by_tier[level]
+    return list(itertools.compress(keys, map(pods.__le__, map(space.full.__getitem__, keys))))
 
 
 def _lowest(index: tree.Tree, space: slots.Room, pods: int, top: int) -> DomainKey | None:
     """The holder a plan would use at the lowest level with room in ``space`` (best fit)."""
     for level in range(top + 1):
-        fits = [k for k in index.by_tier[level] if space.full[k] >= pods]
+        fits = _holders(index, space, level, pods)
         if fits:
-            return min(fits, key=lambda k: (space.full[k] - pods, k[1]))
+            return _tightest(space, fits)
     return None
+
+
+def _tightest(space: slots.Room, holders: Sequence[DomainKey]) -> DomainKey:
+    """Best fit, then name: the least room left (names are unique within a tier)."""
+    rooms = map(space.full.__getitem__, holders)
+    return min(zip(rooms, map(operator.itemgetter(1), holders), holders, strict=True))[2]
 
 
 def _best(
@@ -135,17 +150,21 @@ def _best(
 ) -> _Choice | None:
     """Rule 2 in ``space``: the lowest level with a holder, then shape, slowdown, fit, name."""
     for level in range(top + 1):
-        holders = [k for k in index.by_tier[level] if space.full[k] >= pods]
+        holders = _holders(index, space, level, pods)
         if not holders:
             continue
         if index.is_leaf(holders[0]):
             # Inside one leaf nothing is partially spanned and every usable host is alike:
             # only the fit tells holders apart.
-            holder = min(holders, key=lambda k: (space.full[k] - pods, k[1]))
+            holder = _tightest(space, holders)
             found = slots.split(index, space, holder, pods, slots.pack, slots.pack, slots.pack)
             return _Choice(level, holder, found) if found is not None else None
+        # The shape comes first in the ranking, and packing reaches each holder's fewest
+        # children (slots.fewest): a holder that needs more children than another cannot win.
+        fewest = [slots.fewest(space, index.children[holder], pods) for holder in holders]
+        least = min(fewest)
         best: tuple[tuple[object, ...], DomainKey, slots.Chooser[DomainKey]] | None = None
-        for holder in holders:
+        for holder in itertools.compress(holders, map(least.__eq__, fewest)):
             for first in _first_splits(fab, index, holder, traffic, aware):
                 shaped = slots.split(index, space, holder, pods, first, slots.pack, None)
                 if shaped is None:
@@ -245,7 +264,7 @@ def _plan_of(
     extra = reasons.slowdown_note(fab, plan.ranks, g, traffic, plan.comm_slowdown)
     if not extra:
         return plan
-    return _plan(fab, choice.split.hosts, choice.level, g, traffic, [*plan.reasons, *extra])
+    return dataclasses.replace(plan, reasons=(*plan.reasons, *extra))
 
 
 def _plan(

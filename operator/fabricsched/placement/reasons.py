@@ -61,8 +61,8 @@ def avoided(
     found: list[ids.NodeName | DomainKey] = []
     for key in index.degraded_domains:
         hosts = fab.domains[key].hosts
-        if hosts and any(key[0] < h[0] and index.contains(fab, h, hosts[0]) for h in holders) and any(
-            start.slots(n) for n in hosts
+        if hosts and any(key[0] < h[0] and index.contains(fab, h, hosts[0]) for h in holders) and (
+            start.per_leaf[key] > 0 if key in start.per_leaf else any(start.slots(n) for n in hosts)
         ):
             found.append(key)
     for name in index.degraded_hosts:

@@ -34,7 +34,12 @@ def pick(
             free = list(free)
             for i in down:
                 free[i] = 0
-    top = max(free, default=0)
+    if free is start.free:
+        top = start.memo.get("top")
+        if top is None:
+            top = start.memo["top"] = max(free, default=0)
+    else:
+        top = max(free, default=0)
     if top < need:
         return None
     free_per_leaf = start.free_per_leaf()

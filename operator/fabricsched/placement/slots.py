@@ -13,6 +13,7 @@ whose uplinks are excluded, and ``full`` (room when the domain holds the whole g
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import enum
 import itertools
@@ -165,6 +166,13 @@ def room(fab: fabric.Fabric, index: tree.Tree, start: Base, mode: Mode) -> Room:
             part[key] = 0 if key in bad else total
     found = start.memo[mode] = Room(mode, start, excluded, full, part)
     return found
+
+
+def fewest(space: Room, children: Sequence[DomainKey], pods: int) -> int:
+    """How many of ``children`` (partially spanned) it takes at least to hold ``pods``: the
+    count ``pack`` reaches (largest first), without building the split."""
+    caps = sorted(map(space.part.__getitem__, children), reverse=True)
+    return bisect.bisect_left(list(itertools.accumulate(caps)), pods) + 1
 
 
 def pack(items: Sequence[tuple[K, int]], pods: int) -> list[tuple[K, int]] | None:

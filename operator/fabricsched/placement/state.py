@@ -49,7 +49,7 @@ def base(
     candidates: Collection[ids.NodeName] | None,
 ) -> slots.Base:
     """``slots.base`` for this decision, from the last one with the same ``gpus_per_pod``."""
-    every = list(map(free.get, index.order, itertools.repeat(0)))
+    every = _read(index, free)
     key = ("base", gpus_per_pod)
     kept: _Kept | None = index.memo.get(key)
     mask, seen = _mask(index, candidates, kept)
@@ -72,6 +72,19 @@ def base(
         for old in shapes[:-KEPT_SHAPES]:
             index.memo.pop(old, None)
     return fresh
+
+
+def _read(index: tree.Tree, free: Mapping[ids.NodeName, int]) -> list[int]:
+    """Free GPUs per host in tree order; a host missing from ``free`` has none."""
+    if len(index.order) > 1:
+        getter: operator.itemgetter[Any] | None = index.memo.get("getter")
+        if getter is None:
+            getter = index.memo["getter"] = operator.itemgetter(*index.order)
+        try:
+            return list(getter(free))  # a third faster than dict.get, when every host is there
+        except KeyError:
+            pass
+    return list(map(free.get, index.order, itertools.repeat(0)))
 
 
 def _mask(
@@ -141,6 +154,9 @@ def _patch(
     fresh = slots.Base(index, g, free, every, room, per_leaf)
     if free_leaf is not None:
         fresh.memo["free_per_leaf"] = free_leaf
+    top: int | None = old.memo.get("top")
+    if top is not None and all(old.free[i] < top or free[i] >= top for i in changed):
+        fresh.memo["top"] = max(top, *(free[i] for i in changed))  # the most free GPUs on a host
     for mode, kept in old.memo.items():
         if isinstance(mode, slots.Mode):
             fresh.memo[mode] = _patch_room(fab, index, fresh, kept, moved)
@@ -148,7 +164,8 @@ def _patch(
 
 
 def _patch_room(
-    fab: fabric.Fabric, index: tree.Tree, fresh: slots.Base, kept: slots.Room, moved: Sequence[tuple[int, int]]
+    fab: fabric.Fabric, index: tree.Tree, fresh: slots.Base, kept: slots.Room,
+    moved: Sequence[tuple[int, int]],
 ) -> slots.Room:
     """A room's sums moved by the change of slots of some hosts: up from each host's leaf until
     a domain whose uplinks the mode leaves out (its parent sees none of it)."""

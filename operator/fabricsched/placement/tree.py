@@ -104,6 +104,11 @@ def of(fab: fabric.Fabric) -> Tree:
     return found
 
 
+def built(fab: fabric.Fabric) -> Tree | None:
+    """The index of ``fab`` if a decision already built it (for memos that should not build it)."""
+    return _MEMO.get(id(fab))
+
+
 def build(fab: fabric.Fabric) -> Tree:
     levels = len(fab.tiers)
     root: DomainKey = (levels, ids.DomainName(""))

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from fabricsched import ids
+from fabricsched.api import topology as api
 from fabricsched.placement import capacity, placing, request, tree
 from fabricsched.sim import policies, records, results, scenario
 from fabricsched.topology import fabric, health
@@ -131,13 +132,10 @@ class Simulation:
 
     def _initial_health(self, now: float) -> None:
         """Conditions, labels and spec.links hold from the start; they never change in a run."""
-        observed: dict[str, list[health.Observation]] = {"condition": [], "label": []}
-        for node in self.scn.nodes:
-            for obs in health.observations_from_node(self.scn.spec, node):
-                observed[obs.source].append(obs)
+        found = [obs for node in self.scn.nodes for obs in health.observations_from_node(self.scn.spec, node)]
         self.tracker.update(now, "spec.links", health.observations_from_links(self.scn.spec))
-        for source, found in observed.items():
-            self.tracker.update(now, source, found)  # type: ignore[arg-type]
+        self.tracker.update(now, "condition", [o for o in found if o.source == "condition"])
+        self.tracker.update(now, "label", [o for o in found if o.source == "label"])
         self._sync_health(now)
 
     def _health(self, now: float, payload: int) -> bool:
@@ -146,7 +144,7 @@ class Simulation:
             event = self.scn.events[payload]
             element = (health.ElementId.node(str(event.node)) if event.kind == "node"
                        else health.ElementId.domain(str(event.tier), str(event.domain)))
-            found = [] if event.state.value == "healthy" else [health.Observation(
+            found = [] if event.state is api.LinkState.HEALTHY else [health.Observation(
                 element, fabric.HealthState(event.state.value), event.capacity, "event",
                 f"events file line {event.line}")]
             self.tracker.update(now, "event", found, scope={element})

@@ -17,7 +17,6 @@ import yaml
 from fabricsched.api import topology as api
 from fabricsched.sim import errors
 
-
 # libyaml's loader when PyYAML was built with it: a 1,000-node list parses ~10x faster.
 _LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 

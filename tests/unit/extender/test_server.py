@@ -7,9 +7,11 @@ import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
+import pytest
 from aiohttp import test_utils
 
 from builders import make_pod
+from fabricsched.api import extender as wire
 from fabricsched.extender import coordinator, server
 
 
@@ -127,5 +129,47 @@ def test_a_body_cut_short_by_the_client_is_not_decided_and_serving_goes_on() -> 
         # Nobody is left to read an answer: a 400, or just the connection closed; never a decision.
         assert head == b"" or head.startswith(b"HTTP/1.1 400"), head
         assert (await client.post("/filter", json=args())).status == 200
+
+    with_client(check)
+
+
+NAMES = [
+    ["gpu-001", "gpu-002", "gpu-010"],
+    [],
+    ["n1"],
+    ['we"ird', "back\\slash", "tab\there", "ünïcode-node", "n1"],
+]
+NAME_IDS = ["dns names", "no nodes", "one node", "names that need escaping"]
+
+
+@pytest.mark.parametrize("names", NAMES, ids=NAME_IDS)
+@pytest.mark.parametrize("planned", ["first", "last", "absent", "none"])
+def test_encoded_scores_are_what_the_wire_model_gives(names: list[str], planned: str) -> None:
+    target = {"first": names[0] if names else None, "last": names[-1] if names else None,
+              "absent": "not-a-candidate", "none": None}[planned]
+    scores = coordinator.Scores(names, target)
+    expected = wire.HostPriorityList.model_validate(
+        [{"Host": n, "Score": 10 if n == target else 0} for n in names]
+    ).to_wire()
+    assert json.loads(server.encode_scores(scores)) == expected
+    assert json.loads(server.encode_scores(list(scores))) == expected
+
+
+@pytest.mark.parametrize("names", NAMES, ids=NAME_IDS)
+def test_encoded_filter_answers_are_what_the_wire_model_gives(names: list[str]) -> None:
+    request = wire.ExtenderArgs.model_validate({"Pod": args()["Pod"], "NodeNames": names})
+    passed, failed = names[:1], {n: f"outside gang train/a's leaf l{i}" for i, n in enumerate(names[1:])}
+    unresolvable = {"other": 'needs "one" leaf'}
+    expected = wire.ExtenderFilterResult.answering(request, passed, failed, unresolvable).to_wire()
+    assert json.loads(server.encode_filter(passed, failed, unresolvable)) == expected
+
+
+def test_a_scheduler_without_node_cache_gets_the_passed_node_objects_back() -> None:
+    async def check(client: Client) -> None:
+        items = [{"metadata": {"name": n}, "status": {}} for n in ("n1", "n2")]
+        request = {"Pod": args()["Pod"], "Nodes": {"items": items}}
+        body = await (await client.post("/filter", json=request)).json()
+        assert body["Nodes"] == {"items": [items[0]]} and "NodeNames" not in body
+        assert body["FailedNodes"] == {"n2": "outside gang train/a's leaf l1"}
 
     with_client(check)

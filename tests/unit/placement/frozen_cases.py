@@ -18,7 +18,7 @@ import dataclasses
 import json
 import random
 import sys
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -115,7 +115,7 @@ def _gang(rng: random.Random, fab: fabric.Fabric, i: int) -> request.GangRequest
                                tier, required)
 
 
-def decisions() -> Iterator[tuple[Decision, Any]]:
+def decisions() -> Generator[Decision, request.Plan | request.NoFit, None]:
     """Every decision, in order; send each one's answer back (``generator.send``) so the
     sequence commits it. The answers steer later decisions, as in a real cluster."""
     for seq in range(SEQUENCES):
@@ -150,7 +150,7 @@ def decisions() -> Iterator[tuple[Decision, Any]]:
                 shown.pop(rng.choice(sorted(shown)))  # a host missing from the free map has none
             decision = Decision(f"sequence {seq} decision {step}", fab, shown, gang,
                                 traffic if rng.random() < 0.9 else None, options, candidates)
-            result = yield decision, None
+            result = yield decision
             if isinstance(result, request.Plan) and rng.random() < 0.75:
                 for name in result.ranks:
                     free[name] -= gang.gpus_per_pod
@@ -172,7 +172,8 @@ def encode(result: request.Plan | request.NoFit) -> dict[str, Any]:
             runs[-1][1] += 1
         else:
             runs.append([name, 1])
-    return {"ranks": runs, "tier": result.tier, "domains": {str(t): list(v) for t, v in result.domains.items()},
+    domains = {str(t): list(v) for t, v in result.domains.items()}
+    return {"ranks": runs, "tier": result.tier, "domains": domains,
             "comm_slowdown": repr(result.comm_slowdown), "degraded_path": result.degraded_path,
             "reasons": list(result.reasons)}
 
@@ -180,13 +181,12 @@ def encode(result: request.Plan | request.NoFit) -> dict[str, Any]:
 def replay() -> Iterator[tuple[str, dict[str, Any]]]:
     """Run every decision through the engine: (label, encoded answer)."""
     steps = decisions()
-    answer: request.Plan | request.NoFit | None = None
     try:
-        decision, _ = next(steps)
+        decision = next(steps)
         while True:
             answer = run(decision)
             yield decision.label, encode(answer)
-            decision, _ = steps.send(answer)
+            decision = steps.send(answer)
     except StopIteration:
         return
 

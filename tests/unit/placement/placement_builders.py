@@ -114,7 +114,8 @@ class FabricBuilder:
         domains: dict[fabric.DomainKey, fabric.Domain] = {}
         for (tier, name), parent in self._parents.items():
             below = tuple(h.name for h in ordered if h.path[tier] == name)
-            children = tuple(sorted(n for (t, n), p in self._parents.items() if t == tier - 1 and p == name))
+            children = tuple(sorted(ids.DomainName(n) for (t, n), p in self._parents.items()
+                                    if t == tier - 1 and p == name))
             health = self._health.get((tier, name), _DomainHealth())
             domains[(tier, ids.DomainName(name))] = fabric.Domain(
                 tier, ids.DomainName(name), None if parent is None else ids.DomainName(parent), below,

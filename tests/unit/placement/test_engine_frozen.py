@@ -28,7 +28,7 @@ def _mismatches(frozen: dict[str, dict[str, Any]], cold: bool) -> tuple[int, lis
     steps = frozen_cases.decisions()
     seen, wrong = 0, []
     try:
-        decision, _ = next(steps)
+        decision = next(steps)
         while True:
             if cold:
                 fab = decision.fab
@@ -42,10 +42,11 @@ def _mismatches(frozen: dict[str, dict[str, Any]], cold: bool) -> tuple[int, lis
             seen += 1
             got = frozen_cases.encode(answer)
             if got != frozen.get(decision.label):
-                wrong.append(f"{decision.label} ({decision.gang}): got {got}, frozen {frozen.get(decision.label)}")
+                want = frozen.get(decision.label)
+                wrong.append(f"{decision.label} ({decision.gang}): got {got}, frozen {want}")
                 # Later decisions depend on this answer, so the first difference is the one to read.
                 break
-            decision, _ = steps.send(answer)
+            decision = steps.send(answer)
     except StopIteration:
         pass
     return seen, wrong

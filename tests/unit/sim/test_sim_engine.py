@@ -8,6 +8,7 @@ two 8-GPU pods split across the leaves offers D = 1 x 800 x 1 / 1 = 800 Gbps to 
 from __future__ import annotations
 
 import pytest
+import yaml
 
 from conftest import Scripted, SimFiles
 from fabricsched.sim import engine, results
@@ -108,3 +109,19 @@ def test_summary_figures_follow_the_outcomes(files: SimFiles) -> None:
     assert s["slowdown_over_floor_mean"] == 1.5  # both gangs fit one leaf alone: floor 1
     assert s["gangs_one_leaf_pct"] == 0.0
     assert s["down_element_uses"] == 0
+
+
+def test_spec_links_and_node_conditions_hold_from_the_start(files: SimFiles) -> None:
+    files.fabric().job_rows("a,0,2,8,100,", "b,500,2,8,100,")
+    topology = yaml.safe_load(files.topology.read_text())
+    topology["spec"]["links"] = [{"tier": "leaf", "domain": "l01", "state": "degraded", "capacity": 0.25}]
+    files.topology.write_text(yaml.safe_dump(topology))
+    nodes = yaml.safe_load(files.nodes.read_text())
+    nodes["items"][1]["status"]["conditions"].append(
+        {"type": "FabricLinkDegraded", "status": "True", "message": "symbol errors on mlx5_2"})
+    files.nodes.write_text(yaml.safe_dump(nodes))
+    out = by_name(engine.simulate(files.load(), Scripted({"a": [A, C], "b": [A, B]})))
+    assert out["a"].comm_slowdown == 4.0  # l01 uplinks at 0.25: 800 / 200
+    # b stays inside l00 (no uplinks) but uses B, degraded at the default capacity 0.5: 1 / 0.5.
+    assert out["b"].comm_slowdown == 2.0
+    assert out["a"].degraded_path and out["b"].degraded_path

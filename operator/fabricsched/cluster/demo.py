@@ -1,0 +1,429 @@
+"""``make demo`` (``fabricsched demo``): the product tour on a local control plane.
+
+Flow of ``up``: stop a previous demo in the folder -> ``cluster up`` with the sample fabric and
+the ``fabricsched`` scheduler -> CRDs and the FabricTopology -> ``fabricsched run`` in the
+background, recorded in the cluster's state file so ``down`` stops it with the rest -> its
+/readyz and the topology's first status -> the sample Jobs one at a time, each bound before the
+next is submitted (the extender plans gangs in the order their first pods arrive: one at a time,
+the tour tells the same story every run), playing the kubelet for bound pods -> the report
+(``tour``). The cluster is left running for ``kubectl``.
+
+Imports no controller or extender module: the operator runs as its own process, as in a cluster.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from fabricsched.api import placement as placement_api
+from fabricsched.api import topology as topology_api
+from fabricsched.cluster import commands, components, controlplane, errors, kubelet, processes, rest, tour
+
+OPERATOR = "fabricsched"
+"""Component name of ``fabricsched run`` in the state file and its log (``logs/fabricsched.log``)."""
+PID_FILE = "fabricsched.pid"
+JOB_NAME_LABEL = tour.JOB_NAME_LABEL
+
+
+@dataclass(frozen=True)
+class Options:
+    """Paths are relative to the working folder (``make demo`` runs from the repository root)."""
+
+    dir: Path = Path(".cluster")
+    nodes: Path = Path("examples/demo-nodes.yaml")
+    topology: Path = Path("examples/demo-topology.yaml")
+    crds: Path = Path("crds")
+    jobs: Path = Path("examples/demo-jobs")
+    """Job manifests, submitted in file name order into ``namespace``."""
+    namespace: str = "train"
+    extender_address: str = "127.0.0.1:8888"
+    """Where ``fabricsched run`` serves the extender; port 0, or a port in use, takes a free one."""
+    health_address: str = "127.0.0.1:8081"
+    """/healthz, /readyz, /metrics; port 0, or a port in use, takes a free one."""
+    timeout: float = 90.0
+    """Seconds each wait may take (cluster healthy, operator ready, one job bound)."""
+
+
+@dataclass
+class Tour:
+    """A running demo: where it is, what landed where, and how long each step took."""
+
+    dir: Path
+    kubeconfig: Path
+    kubectl: Path
+    health_address: str
+    extender_address: str
+    namespace: str
+    topology: dict[str, Any]
+    placements: list[dict[str, Any]]
+    pods: list[dict[str, Any]]
+    nodes: list[dict[str, Any]]
+    timings: dict[str, float]
+    """Seconds per step: ``cluster``, ``operator``, ``jobs``, ``total``."""
+    operator: processes.ProcessRecord
+    """``fabricsched run``, as recorded in the cluster's state file."""
+    _children: list[subprocess.Popen[bytes]] = field(default_factory=list, repr=False)
+
+    def report(self) -> str:
+        return tour.render(self.placements, self.pods, self.nodes, self.topology)
+
+    def down(self) -> list[str]:
+        """Stop this demo; returns the components that needed SIGKILL."""
+        try:
+            return down(self.dir)
+        finally:
+            self.reap()
+
+    def reap(self) -> None:
+        """Collect the exit status of our children once they were stopped (by ``down``, or by a
+        rerun in the same folder, which stops its predecessor first)."""
+        for child in self._children:
+            child.wait()
+        self._children.clear()
+
+
+def _address(wanted: str) -> str:
+    """``wanted`` when its port can be bound now, else the same host on a free port."""
+    host, _, port = wanted.rpartition(":")
+    if int(port) != 0:
+        with socket.socket() as probe:
+            try:
+                probe.bind((host, int(port)))
+                return wanted
+            except OSError:
+                pass
+    return f"{host}:{processes.free_ports(1)[0]}"
+
+
+def _wait(what: str, check: Callable[[], Any], timeout: float, alive: processes.ProcessRecord | None = None,
+          ) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        if alive is not None and not processes.is_alive(alive):
+            raise errors.ComponentFailed(f"{alive.component} exited while waiting for {what}; last lines of "
+                                         f"{alive.log}:\n{processes.log_tail(alive.log)}")
+        result = check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            log = f"; last lines of {alive.log}:\n{processes.log_tail(alive.log)}" if alive else ""
+            raise errors.ClusterError(f"timed out after {timeout:.0f} s waiting for {what}{log}")
+        time.sleep(0.2)
+
+
+def _kubectl(binary: Path, kubeconfig: Path, *args: str) -> str:
+    result = subprocess.run([str(binary), f"--kubeconfig={kubeconfig}", *args], capture_output=True,
+                            text=True, timeout=120, check=False)
+    if result.returncode != 0:
+        raise errors.ClusterError(f"kubectl {' '.join(args)} failed:\n{result.stderr.strip()}")
+    return result.stdout
+
+
+def _install_crds(api: rest.Client, folder: Path, timeout: float) -> None:
+    """Create the CRDs in ``folder`` (a fresh cluster: no apply needed) and wait until they serve."""
+    path = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+    names = []
+    for file in sorted(folder.glob("*.yaml")):
+        crd = yaml.safe_load(file.read_text(encoding="utf-8"))
+        api.call("POST", path, crd)
+        names.append(crd["metadata"]["name"])
+
+    def established() -> bool:
+        return all(
+            any(c.get("type") == "Established" and c.get("status") == "True"
+                for c in (api.call("GET", f"{path}/{name}").get("status") or {}).get("conditions") or [])
+            for name in names
+        )
+
+    _wait(f"CRDs {', '.join(names)} to be established", established, timeout)
+
+
+def _ready(address: str) -> Callable[[], bool]:
+    def check() -> bool:
+        try:
+            with urllib.request.urlopen(f"http://{address}/readyz", timeout=2) as response:
+                return bool(response.status == 200)
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            return False
+    return check
+
+
+def load_jobs(folder: Path) -> list[dict[str, Any]]:
+    """The Job manifests in ``folder``'s ``*.yaml`` files, in file name order."""
+    jobs = []
+    for path in sorted(folder.glob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text(encoding="utf-8")):
+            if not doc:
+                continue
+            if doc.get("kind") != "Job":
+                raise errors.ClusterError(f"{path}: expected Job manifests, got kind {doc.get('kind')!r}")
+            jobs.append(doc)
+    if not jobs:
+        raise errors.ClusterError(f"no Job manifest in {folder}/*.yaml")
+    return jobs
+
+
+def gang_size(job: Mapping[str, Any]) -> int:
+    """Pods the Job runs at once: min(parallelism, completions), both defaulting to 1."""
+    spec = job.get("spec", {})
+    return min(int(spec.get("parallelism", 1)), int(spec.get("completions", spec.get("parallelism", 1))))
+
+
+def _pods(api: rest.Client, namespace: str, job: str | None = None) -> list[dict[str, Any]]:
+    selector = f"?labelSelector={JOB_NAME_LABEL}%3D{job}" if job else ""
+    items: list[dict[str, Any]] = api.call("GET", f"/api/v1/namespaces/{namespace}/pods{selector}")["items"]
+    return items
+
+
+def _play_kubelet(api: rest.Client, pods: Sequence[Mapping[str, Any]]) -> None:
+    """Mark bound pods Running, as their node's kubelet would once the containers started."""
+    for pod in pods:
+        if pod["spec"].get("nodeName") and pod.get("status", {}).get("phase", "Pending") == "Pending":
+            kubelet.set_pod_phase(api, pod["metadata"]["namespace"], pod["metadata"]["name"], "Running")
+
+
+def _scheduling_trouble(api: rest.Client, namespace: str) -> str:
+    events = api.call("GET", f"/api/v1/namespaces/{namespace}/events")["items"]
+    warnings = [f"{e['involvedObject'].get('name')}: {e.get('reason')}: {e.get('message', '')[:300]}"
+                for e in events if e.get("type") == "Warning"]
+    return "\n".join(warnings[-5:]) or "(no Warning events)"
+
+
+def _run_job(api: rest.Client, namespace: str, job: Mapping[str, Any], timeout: float,
+             operator: processes.ProcessRecord) -> None:
+    name = job["metadata"]["name"]
+    api.call("POST", f"/apis/batch/v1/namespaces/{namespace}/jobs",
+             {**job, "metadata": {**job["metadata"], "namespace": namespace}})
+    size = gang_size(job)
+
+    def bound() -> bool:
+        pods = _pods(api, namespace, name)
+        _play_kubelet(api, pods)
+        return sum(1 for p in pods if p["spec"].get("nodeName")) >= size
+
+    try:
+        _wait(f"the {size} pod(s) of Job {namespace}/{name} to be bound", bound, timeout, operator)
+    except errors.ClusterError as e:
+        raise errors.ClusterError(f"{e}\nrecent warnings in {namespace}:\n"
+                                  f"{_scheduling_trouble(api, namespace)}") from e
+
+
+def _placements(api: rest.Client, namespace: str) -> list[dict[str, Any]]:
+    path = f"/apis/{placement_api.API_VERSION}/namespaces/{namespace}/{placement_api.PLURAL}"
+    items: list[dict[str, Any]] = api.call("GET", path)["items"]
+    return items
+
+
+def _start_operator(layout: components.Layout, kubeconfig: Path, health: str, extender: str,
+                    ) -> tuple[subprocess.Popen[bytes], processes.ProcessRecord]:
+    argv = [sys.executable, "-m", "fabricsched.cli", "run", f"--kubeconfig={kubeconfig}",
+            f"--health-address={health}", f"--extender-address={extender}"]
+    child, record = processes.start(OPERATOR, argv, layout.log(OPERATOR))
+    # Recorded with the control plane: `cluster down` (and `demo down`) stop it first.
+    records, extra = processes.read_state(layout.state)
+    processes.write_state(layout.state, [*records, record], extra)
+    (layout.root / PID_FILE).write_text(f"{record.pid}\n")
+    return child, record
+
+
+def up(options: Options = Options(), say: Callable[[str], None] = print) -> Tour:
+    """Start the demo from scratch (stopping a previous one in ``options.dir``) and run the tour."""
+    t0 = time.monotonic()
+    timings: dict[str, float] = {}
+    jobs = load_jobs(options.jobs)
+    for path in (options.nodes, options.topology, options.crds):
+        if not path.exists():
+            raise errors.ClusterError(f"{path} not found: run the demo from the repository root")
+    if down(options.dir):
+        say("(stopped a previous demo; some components needed SIGKILL)")
+    extender, health = _address(options.extender_address), _address(options.health_address)
+
+    say(f"==> cluster up in {options.dir} with {options.nodes}")
+    scheduler = commands.fabricsched_scheduler(f"http://{extender}")
+    plane = controlplane.up(options.dir, options.nodes, extra_schedulers=[scheduler],
+                            options=controlplane.Options(timeout=options.timeout))
+    children = list(plane._children)
+    kubectl, kubeconfig = plane.binaries.kubectl, plane.kubeconfig
+    timings["cluster"] = time.monotonic() - t0
+    api = plane.client()
+    try:
+        say(f"==> CRDs from {options.crds}/, FabricTopology from {options.topology}")
+        _install_crds(api, options.crds, options.timeout)
+        topology = yaml.safe_load(options.topology.read_text(encoding="utf-8"))
+        topology_name = topology["metadata"]["name"]
+        api.call("POST", f"/apis/{topology_api.API_VERSION}/{topology_api.PLURAL}", topology)
+
+        say(f"==> fabricsched run (extender {extender}, health {health}); log in "
+            f"{options.dir / 'logs' / (OPERATOR + '.log')}")
+        t = time.monotonic()
+        layout = components.Layout(plane.dir)
+        child, operator = _start_operator(layout, kubeconfig, health, extender)
+        children.append(child)
+        _wait(f"fabricsched run /readyz on {health}", _ready(health), options.timeout, operator)
+        topology_path = f"/apis/{topology_api.API_VERSION}/{topology_api.PLURAL}/{topology_name}"
+
+        def fabric_seen() -> bool:
+            found = api.call("GET", topology_path)
+            status = found.get("status") or {}
+            return bool(status.get("nodes") == len(plane.node_names)
+                        and status.get("observedGeneration") == found["metadata"].get("generation"))
+
+        _wait(f"FabricTopology {topology_name} status with {len(plane.node_names)} nodes", fabric_seen,
+              options.timeout, operator)
+        timings["operator"] = time.monotonic() - t
+
+        t = time.monotonic()
+        api.call("POST", "/api/v1/namespaces", {"metadata": {"name": options.namespace}})
+        _wait(f"ServiceAccount {options.namespace}/default",
+              lambda: api.request("GET", f"/api/v1/namespaces/{options.namespace}/serviceaccounts/default")[0]
+              == 200, options.timeout)
+        for job in jobs:
+            name = job["metadata"]["name"]
+            say(f"==> Job {options.namespace}/{name}: {gang_size(job)} pod(s), waiting until all are bound")
+            _run_job(api, options.namespace, job, options.timeout, operator)
+        names = {j["metadata"]["name"] for j in jobs}
+
+        def all_bound() -> list[dict[str, Any]] | None:
+            found = [p for p in _placements(api, options.namespace) if p["metadata"]["name"] in names]
+            phases = [(p.get("status") or {}).get("phase") for p in found]
+            return found if len(found) == len(names) and all(ph == "Bound" for ph in phases) else None
+
+        placements = _wait("every FabricPlacement to reach phase Bound", all_bound, options.timeout, operator)
+        # Status is written at most once per status interval: wait until it counts every bound
+        # pod, so the summary printed next is not a second old.
+        used = sum(int(p["spec"]["size"]) * int(p["spec"]["gpusPerPod"]) for p in placements)
+
+        def counted() -> dict[str, Any] | None:
+            found: dict[str, Any] = api.call("GET", topology_path)
+            gpus = (found.get("status") or {}).get("gpus") or {}
+            return found if gpus.get("free") == gpus.get("total", 0) - used else None
+
+        topology = _wait(f"FabricTopology {topology_name} status to count {used} GPUs in use", counted,
+                         options.timeout, operator)
+        timings["jobs"] = time.monotonic() - t
+        order = [j["metadata"]["name"] for j in jobs]
+        placements.sort(key=lambda p: order.index(p["metadata"]["name"]))
+        result = Tour(
+            dir=plane.dir, kubeconfig=kubeconfig, kubectl=kubectl, health_address=health,
+            extender_address=extender, namespace=options.namespace,
+            topology=topology, placements=placements,
+            pods=_pods(api, options.namespace), nodes=api.call("GET", "/api/v1/nodes")["items"],
+            timings=timings, operator=operator, _children=children,
+        )
+    except BaseException:
+        down(options.dir)
+        for c in children:
+            c.wait()
+        raise
+    finally:
+        api.close()
+    timings["total"] = time.monotonic() - t0
+    return result
+
+
+def down(directory: Path) -> list[str]:
+    """Stop the demo in ``directory`` (operator first, then the control plane); safe to repeat.
+
+    Returns the components that needed SIGKILL.
+    """
+    killed = controlplane.down(directory)
+    (directory / PID_FILE).unlink(missing_ok=True)
+    return killed
+
+
+def _epilogue(result: Tour, stop: str) -> str:
+    topology = result.topology["metadata"]["name"]
+    explore = [
+        (f"export KUBECONFIG={shlex.quote(str(result.kubeconfig))}", ""),
+        (f"export PATH={shlex.quote(str(result.kubectl.parent))}:$PATH", "the kubectl `make tools` built"),
+        ("kubectl get fp -A", "FabricPlacements: every gang's plan"),
+        (f"kubectl describe ft {topology}", "domains, degraded elements, Events"),
+        (f"kubectl -n {result.namespace} get pods -o wide", ""),
+        (f"kubectl -n {result.namespace} describe pod <pod>", "Events: FabricPlanned and the reasons"),
+        (f"curl -s http://{result.health_address}/metrics | grep ^fabricsched_", ""),
+        (f"less {shlex.quote(str(result.dir / 'logs' / (OPERATOR + '.log')))}", "the operator's log"),
+    ]
+    width = max(len(command) for command, _ in explore)
+    lines = [f"  {command.ljust(width)}  # {note}" if note else f"  {command}" for command, note in explore]
+    return "\n".join(["The cluster keeps running. Explore it:", *lines, f"Stop it: {stop}"])
+
+
+def _print_tour(result: Tour, stop: str) -> None:
+    print()
+    print(result.report())
+    print()
+    print(f"$ kubectl get ft\n{_kubectl(result.kubectl, result.kubeconfig, 'get', 'ft').rstrip()}")
+    print()
+    print(_epilogue(result, stop))
+    t = result.timings
+    print(f"\nDemo ready in {t['total']:.1f} s (cluster {t['cluster']:.1f} s, operator ready "
+          f"{t['operator']:.1f} s, jobs placed and bound {t['jobs']:.1f} s).")
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    demo = sub.add_parser("demo", help="the product tour: a local cluster, the operator and three jobs",
+                          description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(demo)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    defaults = Options()
+    parser.add_argument("action", nargs="?", choices=("up", "down"), default="up",
+                        help="up: (re)start the demo and run the tour; down: stop it (default: up)")
+    parser.add_argument("--dir", type=Path, default=defaults.dir,
+                        help="cluster folder (default: %(default)s)")
+    for name in ("nodes", "topology", "crds", "jobs"):
+        parser.add_argument(f"--{name}", type=Path, default=getattr(defaults, name),
+                            help="(default: %(default)s)")
+    parser.add_argument("--namespace", default=defaults.namespace, help="(default: %(default)s)")
+    parser.add_argument("--extender-address", default=defaults.extender_address, metavar="HOST:PORT",
+                        help="(default: %(default)s; a free port when taken)")
+    parser.add_argument("--health-address", default=defaults.health_address, metavar="HOST:PORT",
+                        help="(default: %(default)s; a free port when taken)")
+    parser.add_argument("--timeout", type=float, default=defaults.timeout, help="(default: %(default)s)")
+    parser.set_defaults(handler=_main)
+
+
+def _main(args: argparse.Namespace) -> int:
+    try:
+        if args.action == "down":
+            killed = down(args.dir)
+            note = f" (needed SIGKILL: {', '.join(killed)})" if killed else ""
+            print(f"demo in {args.dir} stopped{note}")
+            return 0
+        result = up(Options(
+            dir=args.dir, nodes=args.nodes, topology=args.topology, crds=args.crds, jobs=args.jobs,
+            namespace=args.namespace, extender_address=args.extender_address,
+            health_address=args.health_address, timeout=args.timeout,
+        ))
+        _print_tour(result, f"make demo-down  (or: fabricsched demo down --dir {shlex.quote(str(args.dir))})")
+    except (errors.ClusterError, OSError, ValueError) as e:
+        print(f"fabricsched demo {args.action}: error: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m fabricsched.cluster.demo", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    handler: Callable[[argparse.Namespace], int] = args.handler
+    return handler(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,166 @@
+"""`make demo` end to end: the demo driver on a cluster of its own, with the real operator and scheduler.
+
+The driver runs twice in one folder (the second run must restart cleanly: `make demo` is
+idempotent); the assertions read the second run. Expectations come from the example files
+(which leaf's uplinks and which host's link are degraded), not from the driver.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from fabricsched.cluster import binaries, demo, errors, nodes, processes
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLES = REPO / "examples"
+
+
+@pytest.fixture(scope="module")
+def tours(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[demo.Tour, demo.Tour]]:
+    try:
+        binaries.find()
+    except errors.MissingBinaries as e:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"CI=true and the control plane binaries are missing: {e}", pytrace=False)
+        pytest.skip(f"the demo needs the control plane binaries; run `make tools`. ({e})")
+    options = demo.Options(
+        dir=tmp_path_factory.mktemp("demo") / "cluster", nodes=EXAMPLES / "demo-nodes.yaml",
+        topology=EXAMPLES / "demo-topology.yaml", crds=REPO / "crds", jobs=EXAMPLES / "demo-jobs",
+        extender_address="127.0.0.1:0", health_address="127.0.0.1:0", timeout=60.0,
+    )
+    first = demo.up(options, say=lambda _: None)
+    try:
+        second = demo.up(options, say=lambda _: None)  # stops the first run, then starts afresh
+    except BaseException:
+        first.down()
+        raise
+    first.reap()
+    try:
+        yield first, second
+    finally:
+        second.down()
+
+
+@pytest.fixture(scope="module")
+def tour(tours: tuple[demo.Tour, demo.Tour]) -> demo.Tour:
+    return tours[1]
+
+
+def _topology_spec() -> dict[str, Any]:
+    spec: dict[str, Any] = yaml.safe_load((EXAMPLES / "demo-topology.yaml").read_text())["spec"]
+    return spec
+
+
+def _leaf_label() -> str:
+    return str(_topology_spec()["tiers"][0]["nodeLabel"])
+
+
+def _spine_label() -> str:
+    return str(_topology_spec()["tiers"][1]["nodeLabel"])
+
+
+def _degraded_leaves() -> set[str]:
+    return {link["domain"] for link in _topology_spec()["links"] if link["tier"] == "leaf"}
+
+
+def _degraded_hosts() -> set[str]:
+    return {
+        n["metadata"]["name"] for n in nodes.load(EXAMPLES / "demo-nodes.yaml")
+        for c in n["status"].get("conditions", [])
+        if c["type"] == "FabricLinkDegraded" and c["status"] == "True"
+    }
+
+
+def _bound_nodes(tour: demo.Tour, job: str) -> list[str]:
+    """Nodes of the job's pods, in rank order."""
+    pods = [p for p in tour.pods if p["metadata"]["labels"].get(demo.JOB_NAME_LABEL) == job]
+    pods.sort(key=lambda p: int(p["metadata"]["labels"]["batch.kubernetes.io/job-completion-index"]))
+    return [p["spec"]["nodeName"] for p in pods]
+
+
+def _labels(tour: demo.Tour, node: str, key: str) -> str:
+    [found] = [n for n in tour.nodes if n["metadata"]["name"] == node]
+    return str(found["metadata"]["labels"][key])
+
+
+def _placement(tour: demo.Tour, job: str) -> dict[str, Any]:
+    [found] = [p for p in tour.placements if p["metadata"]["name"] == job]
+    return found
+
+
+def test_the_example_files_set_the_stage_one_degraded_leaf_and_one_degraded_host() -> None:
+    assert len(_degraded_leaves()) == 1
+    assert len(_degraded_hosts()) == 1
+
+
+def test_the_four_pod_job_lands_in_one_leaf_on_four_hosts(tour: demo.Tour) -> None:
+    hosts = _bound_nodes(tour, "train-4")
+    assert len(set(hosts)) == 4
+    assert len({_labels(tour, h, _leaf_label()) for h in hosts}) == 1
+    status = _placement(tour, "train-4")["status"]
+    assert status["commSlowdown"] == pytest.approx(1.0)
+    assert status["degradedPath"] is False
+
+
+def test_the_six_pod_job_takes_two_leaves_under_one_spine_around_the_degraded_elements(
+    tour: demo.Tour,
+) -> None:
+    hosts = _bound_nodes(tour, "train-6")
+    leaves = {_labels(tour, h, _leaf_label()) for h in hosts}
+    assert len(set(hosts)) == 6
+    assert len(leaves) == 2
+    assert len({_labels(tour, h, _spine_label()) for h in hosts}) == 1
+    assert not leaves & _degraded_leaves()
+    assert not set(hosts) & _degraded_hosts()
+    status = _placement(tour, "train-6")["status"]
+    assert status["degradedPath"] is False
+    [degraded_leaf] = _degraded_leaves()
+    assert any(degraded_leaf in reason for reason in status["reasons"]), status["reasons"]
+
+
+def test_the_single_pod_job_takes_the_degraded_host(tour: demo.Tour) -> None:
+    assert set(_bound_nodes(tour, "eval-1")) == _degraded_hosts()
+
+
+def test_every_pod_runs_on_the_node_its_plan_gave_its_rank(tour: demo.Tour) -> None:
+    for placement in tour.placements:
+        planned = [r["node"] for r in sorted(placement["spec"]["ranks"], key=lambda r: r["rank"])]
+        assert _bound_nodes(tour, placement["metadata"]["name"]) == planned
+    assert {p["status"]["phase"] for p in tour.pods} == {"Running"}
+
+
+def test_the_report_shows_every_pod_and_the_degraded_elements(tour: demo.Tour) -> None:
+    report = tour.report()
+    for pod in tour.pods:
+        assert pod["metadata"]["name"] in report
+    [leaf], [host] = _degraded_leaves(), _degraded_hosts()
+    assert f"leaf {leaf}: uplinks degraded" in report
+    assert f"host {host}: fabric link degraded" in report
+
+
+def test_a_rerun_replaces_the_previous_demo(tours: tuple[demo.Tour, demo.Tour]) -> None:
+    first, second = tours
+    assert first.dir == second.dir
+    assert not processes.is_alive(first.operator)
+    assert second.operator.pid != first.operator.pid
+    records, _ = processes.read_state(second.dir / "state.json")
+    operator = [r for r in records if r.component == demo.OPERATOR]
+    assert len(operator) == 1 and processes.is_alive(operator[0])
+    assert (second.dir / demo.PID_FILE).read_text().strip() == str(operator[0].pid)
+    assert all(processes.is_alive(r) for r in records)
+
+
+def test_down_stops_the_operator_and_the_control_plane(tour: demo.Tour) -> None:
+    records, _ = processes.read_state(tour.dir / "state.json")
+    tour.down()
+    assert not [r.component for r in records if processes.is_alive(r)]
+    assert not (tour.dir / "state.json").exists() and not (tour.dir / demo.PID_FILE).exists()
+    assert demo.down(tour.dir) == []  # again: nothing left to stop
