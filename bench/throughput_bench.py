@@ -90,10 +90,12 @@ class Deadline:
 class Operator:
     """``fabricsched run`` as a subprocess, with its log in the cluster folder."""
 
-    def __init__(self, kubeconfig: Path, log: Path, extender_port: int, health_port: int) -> None:
+    def __init__(self, kubeconfig: Path, log: Path, extender_port: int, health_port: int,
+                 profile: Path | None = None) -> None:
         self.health = f"http://127.0.0.1:{health_port}"
+        profiling = ["-m", "cProfile", "-o", str(profile)] if profile is not None else []
         argv = [
-            sys.executable, "-m", "fabricsched.cli", "run", f"--kubeconfig={kubeconfig}",
+            sys.executable, *profiling, "-m", "fabricsched.cli", "run", f"--kubeconfig={kubeconfig}",
             f"--extender-address=127.0.0.1:{extender_port}", f"--health-address=127.0.0.1:{health_port}",
         ]
         with log.open("wb") as out:  # the child keeps its own descriptor
@@ -111,19 +113,22 @@ class Operator:
         except OSError:
             return False
 
-    def filter_latency_ms(self) -> float | None:
-        """Mean filter latency from the operator's own histogram (all calls so far)."""
+    def extender_latency_ms(self) -> dict[str, tuple[int, float]]:
+        """Calls and mean latency per verb, from the operator's own histogram (answered calls)."""
         with urllib.request.urlopen(f"{self.health}/metrics", timeout=5) as r:
             text = r.read().decode()
-        total = count = 0.0
+        sums: dict[str, float] = {}
+        counts: dict[str, float] = {}
         for line in text.splitlines():
-            if line.startswith("fabricsched_extender_request_seconds_") and 'verb="filter"' in line:
-                value = float(line.rsplit(" ", 1)[1])
-                if line.startswith("fabricsched_extender_request_seconds_sum"):
-                    total += value
-                elif line.startswith("fabricsched_extender_request_seconds_count"):
-                    count += value
-        return total / count * 1000 if count else None
+            if not line.startswith("fabricsched_extender_request_seconds_") or 'outcome="ok"' not in line:
+                continue
+            verb = line.split('verb="', 1)[1].split('"', 1)[0]
+            value = float(line.rsplit(" ", 1)[1])
+            if line.startswith("fabricsched_extender_request_seconds_sum"):
+                sums[verb] = sums.get(verb, 0.0) + value
+            elif line.startswith("fabricsched_extender_request_seconds_count"):
+                counts[verb] = counts.get(verb, 0.0) + value
+        return {v: (int(counts[v]), sums.get(v, 0.0) / counts[v] * 1000) for v in counts if counts[v]}
 
     def stop(self) -> None:
         if self.process.poll() is None:
@@ -296,7 +301,8 @@ def run(args: argparse.Namespace, root: Path) -> list[Result]:
     bench = Bench(plane, args)
     try:
         bench.install(deadline)
-        operator = Operator(plane.kubeconfig, root / "fabricsched-run.log", extender_port, health_port)
+        operator = Operator(plane.kubeconfig, root / "fabricsched-run.log", extender_port, health_port,
+                            args.profile_operator)
         deadline.wait_for("fabricsched run ready", operator.ready)
         deadline.wait_for(f"FabricTopology status with {args.nodes} nodes", bench.fabric_ready)
         results = []
@@ -304,9 +310,8 @@ def run(args: argparse.Namespace, root: Path) -> list[Result]:
             print(f"  {name}: {args.pods} pods (gangs of {args.gang}) ...", flush=True)
             results.append(bench.round(name, deadline))
             time.sleep(2)  # let the deletions settle before the next round
-        latency = operator.filter_latency_ms()
-        if latency is not None:
-            print(f"  extender filter latency (operator's histogram, mean): {latency:.1f} ms")
+        for verb, (calls, mean_ms) in sorted(operator.extender_latency_ms().items()):
+            print(f"  extender {verb}: {calls} calls, mean {mean_ms:.1f} ms (operator's histogram)")
         return results
     finally:
         if operator is not None:
@@ -326,6 +331,8 @@ def main() -> int:
     parser.add_argument("--gpus-per-pod", type=int, default=1)
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds for the whole run")
     parser.add_argument("--dir", type=Path, help="cluster folder (default: a temporary one, removed)")
+    parser.add_argument("--profile-operator", type=Path, metavar="FILE",
+                        help="run fabricsched run under cProfile, writing its stats to FILE")
     args = parser.parse_args()
     if args.pods < args.gang or args.gang < 1:
         parser.error("--pods must be at least --gang, and --gang at least 1")

@@ -630,7 +630,7 @@ KIND_GPU_NODES = {
 
 
 @pytest.mark.parametrize("status", KIND_GPU_NODES.values(),
-                         ids=[f"kind-gpu.sh gives {k} GPUs" for k in KIND_GPU_NODES])
+                         ids=[f"kind-gpu.sh gives GPUs to {k}" for k in KIND_GPU_NODES])
 def test_kind_gpu_script_gives_a_node_gpu_capacity(
     tools: binaries.Binaries, kubectl: Kubectl, status: dict[str, Any],
 ) -> None:

@@ -114,7 +114,11 @@ class Coordinator:
             if isinstance(made, FilterAnswer):
                 return made
             entry = made
-            await self.writer.save_now(entry.key, self.options.save_timeout_s)
+            if entry.size > 1:
+                # Other ranks are held by this plan alone until their pods bind: make it survive
+                # a crash before answering. A single pod's plan is used by this very answer (the
+                # bind holds the node), so its object is written in the background.
+                await self.writer.save_now(entry.key, self.options.save_timeout_s)
         rank = gang.rank if gang.rank is not None else self._assign(entry, pod)
         if rank is None:
             reason = f"all {entry.size} ranks of gang {entry.display} are taken by other pods"

@@ -22,10 +22,19 @@ _MERGE = "application/merge-patch+json"
 
 
 class ApiPlacementStore:
-    """FabricPlacement objects through ``CustomObjectsApi`` (status is a subresource)."""
+    """FabricPlacement objects through ``CustomObjectsApi`` (status is a subresource).
+
+    Only fabricsched writes these objects, so the store remembers the last version the API
+    server returned for each and diffs against it instead of reading the object before every
+    write: a new plan costs a create and a status patch, a bind one status patch. When the
+    memory is wrong (the object was deleted, by the Job's garbage collection, or edited
+    meanwhile) the API server says so (404, 409) and the write starts over from a read.
+    """
 
     def __init__(self, api_client: Any) -> None:
         self._api = client.CustomObjectsApi(api_client)
+        self._known: dict[tuple[str, str], dict[str, Any]] = {}
+        """(namespace, name) -> the object as last returned by the API server."""
 
     async def load(self) -> list[dict[str, Any]]:
         listed = await asyncio.to_thread(
@@ -39,26 +48,37 @@ class ApiPlacementStore:
 
     def _save(self, manifest: dict[str, Any]) -> None:
         metadata = manifest["metadata"]
-        namespace, name = metadata["namespace"], metadata["name"]
+        key = (metadata["namespace"], metadata["name"])
+        status = manifest.get("status") or {}
+        released = status.get("phase") == api.PlacementPhase.RELEASED
+        if released and not metadata.get("ownerReferences"):
+            self._known.pop(key, None)
+            self._delete(key)
+            return
+        try:
+            self._write(key, manifest, self._known.get(key))
+        except exceptions.ApiException as e:
+            if e.status not in (404, 409):
+                raise
+            # What we remembered is stale: read the object and write again, once.
+            self._known.pop(key, None)
+            self._write(key, manifest, self._read(key))
+        if released:
+            self._known.pop(key, None)  # nothing is written for a gang after its release
+
+    def _write(self, key: tuple[str, str], manifest: dict[str, Any], existing: dict[str, Any] | None) -> None:
+        namespace, name = key
+        metadata = manifest["metadata"]
         status = manifest.get("status") or {}
         where = (api.GROUP, api.VERSION, namespace, api.PLURAL, name)
-        try:
-            existing = self._call(self._api.get_namespaced_custom_object, *where)
-        except exceptions.ApiException as e:
-            if e.status != 404:
-                raise
-            existing = None
-        if status.get("phase") == api.PlacementPhase.RELEASED and not metadata.get("ownerReferences"):
-            if existing is not None:
-                self._call(self._api.delete_namespaced_custom_object, *where)
-            return
         if existing is None:
             body = {k: v for k, v in manifest.items() if k != "status"}
             existing = self._call(
                 self._api.create_namespaced_custom_object, api.GROUP, api.VERSION, namespace, api.PLURAL, body
             )
         elif existing.get("spec") != manifest["spec"] or _owners(existing) != metadata.get("ownerReferences"):
-            # Replace, not merge: a merge patch would keep keys the new plan no longer has.
+            # Replace, not merge: a merge patch would keep keys the new plan no longer has. The
+            # resourceVersion of what we remember makes a stale memory fail (409), not overwrite.
             body = dict(existing)
             body["spec"] = manifest["spec"]
             body["metadata"] = {
@@ -66,11 +86,35 @@ class ApiPlacementStore:
                 "ownerReferences": metadata.get("ownerReferences") or [],
             }
             existing = self._call(self._api.replace_namespaced_custom_object, *where, body)
+        self._known[key] = existing
         old_status = existing.get("status") or {}
         if old_status != status:
             # Keys the new status leaves out are removed (null in a merge patch).
             patch = {"status": {**dict.fromkeys(old_status), **status}}
-            self._call(self._api.patch_namespaced_custom_object_status, *where, patch, _content_type=_MERGE)
+            self._known[key] = self._call(
+                self._api.patch_namespaced_custom_object_status, *where, patch, _content_type=_MERGE
+            )
+
+    def _read(self, key: tuple[str, str]) -> dict[str, Any] | None:
+        namespace, name = key
+        try:
+            found: dict[str, Any] = self._call(
+                self._api.get_namespaced_custom_object, api.GROUP, api.VERSION, namespace, api.PLURAL, name
+            )
+        except exceptions.ApiException as e:
+            if e.status != 404:
+                raise
+            return None
+        return found
+
+    def _delete(self, key: tuple[str, str]) -> None:
+        namespace, name = key
+        try:
+            self._call(self._api.delete_namespaced_custom_object, api.GROUP, api.VERSION, namespace,
+                       api.PLURAL, name)
+        except exceptions.ApiException as e:
+            if e.status != 404:
+                raise
 
     @staticmethod
     def _call(method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:

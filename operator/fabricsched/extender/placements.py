@@ -23,6 +23,8 @@ from fabricsched.extender import ports, reservations
 
 logger = logging.getLogger(__name__)
 
+CONCURRENT_WRITES = 4
+"""FabricPlacement writes in flight at once (each is a blocking client call in a thread)."""
 RETRY_DELAY_S = 1.0
 
 
@@ -145,9 +147,15 @@ class PlacementWriter:
         while True:
             await self._wake.wait()
             self._wake.clear()
-            failed = False
-            for key in list(self._pending):
-                failed = not await self._write(key) or failed
+            # Several gangs at once (each gang's writes stay in order, under its lock): a burst
+            # of single-pod plans must not queue behind one API round trip each.
+            gate = asyncio.Semaphore(CONCURRENT_WRITES)
+
+            async def one(key: ids.GangKey) -> bool:
+                async with gate:
+                    return await self._write(key)
+
+            failed = not all(await asyncio.gather(*(one(key) for key in list(self._pending))))
             for key in [k for k, lock in self._locks.items() if not lock.locked() and k not in self._pending]:
                 del self._locks[key]
             if failed:

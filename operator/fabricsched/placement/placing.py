@@ -33,7 +33,8 @@ class _Choice:
 # Algorithm overview
 # ------------------
 # 1. One pass over the free map turns GPUs into pod slots (free // gpus_per_pod) on candidate
-#    hosts, summed per leaf (slots.base). Everything after works on domain sums.
+#    hosts, summed per leaf (state.base: patched from the last decision on this snapshot where
+#    hosts changed, else slots.base). Everything after works on domain sums.
 # 2. One host first: a gang that fits one host uses no fabric at all (singles: rule 3 for a
 #    single pod, best fit for a multi-pod gang). Health does not matter there.
 # 3. Otherwise climb the levels, lowest first: one leaf, one spine, ..., the whole fabric
@@ -41,7 +42,8 @@ class _Choice:
 #    usable slots (slots.Room.full) reach the gang size. Health-aware, "usable" first
 #    means healthy: no degraded host, no degraded uplink below the holder, where every
 #    domain is partially spanned (rule 1). The first level with a holder wins; among its
-#    holders: fewest domains per tier, then lowest comm_slowdown given the traffic, then
+#    holders (only those needing the fewest children: slots.fewest, from domain sums):
+#    fewest domains per tier, then lowest comm_slowdown given the traffic, then
 #    best fit (least room left in the holder), then name. Inside a holder pods go to the
 #    largest children whole and the smallest child that takes the rest (slots.pack);
 #    with traffic, a second split favouring quiet uplinks competes on the same key.

@@ -73,7 +73,8 @@ class Base:
     per_leaf: Mapping[DomainKey, int]
     """Sum of slots under every tier-0 domain (or the root of a tier-less fabric)."""
     memo: dict[Any, Any] = dataclasses.field(default_factory=dict, compare=False, repr=False)
-    """What decisions derive from this Base (rooms per mode, free GPUs per leaf), on first use."""
+    """What decisions derive from this Base (slot sums per mode, free GPUs per leaf), on first
+    use; never anything that refers back to the Base."""
 
     def slots(self, name: ids.NodeName) -> int:
         return self.room[self.index.position[name]]
@@ -147,11 +148,12 @@ def left_out(fab: fabric.Fabric, index: tree.Tree, mode: Mode) -> tuple[frozense
 
 
 def room(fab: fabric.Fabric, index: tree.Tree, start: Base, mode: Mode) -> Room:
-    """Slots of ``mode`` per domain, summed up the tree; kept in ``start.memo``."""
-    found: Room | None = start.memo.get(mode)
-    if found is not None:
-        return found
+    """Slots of ``mode`` per domain, summed up the tree; the sums are kept in ``start.memo``
+    (not the Room: a Base that held Rooms holding it would live until the cyclic GC)."""
     excluded, bad = left_out(fab, index, mode)
+    sums: tuple[dict[DomainKey, int], dict[DomainKey, int]] | None = start.memo.get(mode)
+    if sums is not None:
+        return Room(mode, start, excluded, *sums)
     full = dict(start.per_leaf)
     for name in excluded:
         full[index.leaf_of[name]] -= start.slots(name)
@@ -164,8 +166,8 @@ def room(fab: fabric.Fabric, index: tree.Tree, start: Base, mode: Mode) -> Room:
             total = sum(part[c] for c in index.children[key])
             full[key] = total
             part[key] = 0 if key in bad else total
-    found = start.memo[mode] = Room(mode, start, excluded, full, part)
-    return found
+    start.memo[mode] = (full, part)
+    return Room(mode, start, excluded, full, part)
 
 
 def fewest(space: Room, children: Sequence[DomainKey], pods: int) -> int:

@@ -14,7 +14,6 @@ time on the same snapshot keeps a consistent view.
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import operator
 from collections.abc import Collection, Mapping, Sequence
@@ -157,20 +156,20 @@ def _patch(
     top: int | None = old.memo.get("top")
     if top is not None and all(old.free[i] < top or free[i] >= top for i in changed):
         fresh.memo["top"] = max(top, *(free[i] for i in changed))  # the most free GPUs on a host
-    for mode, kept in old.memo.items():
+    for mode, sums in old.memo.items():
         if isinstance(mode, slots.Mode):
-            fresh.memo[mode] = _patch_room(fab, index, fresh, kept, moved)
+            fresh.memo[mode] = _patch_sums(fab, index, mode, sums, moved)
     return fresh
 
 
-def _patch_room(
-    fab: fabric.Fabric, index: tree.Tree, fresh: slots.Base, kept: slots.Room,
-    moved: Sequence[tuple[int, int]],
-) -> slots.Room:
+def _patch_sums(
+    fab: fabric.Fabric, index: tree.Tree, mode: slots.Mode,
+    sums: tuple[dict[DomainKey, int], dict[DomainKey, int]], moved: Sequence[tuple[int, int]],
+) -> tuple[dict[DomainKey, int], dict[DomainKey, int]]:
     """A room's sums moved by the change of slots of some hosts: up from each host's leaf until
     a domain whose uplinks the mode leaves out (its parent sees none of it)."""
-    excluded, bad = slots.left_out(fab, index, kept.mode)
-    full, part = dict(kept.full), dict(kept.part)
+    excluded, bad = slots.left_out(fab, index, mode)
+    full, part = dict(sums[0]), dict(sums[1])
     parent = index.parent
     for i, delta in moved:
         if index.order[i] in excluded:
@@ -185,4 +184,4 @@ def _patch_room(
             if up is None:
                 break
             key = up
-    return dataclasses.replace(kept, start=fresh, full=full, part=part)
+    return full, part

@@ -100,8 +100,14 @@ def of(fab: fabric.Fabric) -> Tree:
     if found is None:
         found = build(fab)
         _MEMO[id(fab)] = found
-        weakref.finalize(fab, _MEMO.pop, id(fab), None)
+        weakref.finalize(fab, _forget, id(fab))
     return found
+
+
+def _forget(key: int) -> None:
+    found = _MEMO.pop(key, None)
+    if found is not None:
+        found.memo.clear()  # what decisions kept refers back to the index: free it now
 
 
 def built(fab: fabric.Fabric) -> Tree | None:
