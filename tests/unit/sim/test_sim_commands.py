@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from sim_builders import SimFiles
 
-from conftest import SimFiles
 from fabricsched import cli
 from fabricsched.sim import policies, records, report, traces
 

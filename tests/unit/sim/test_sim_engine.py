@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 import yaml
+from sim_builders import Scripted, SimFiles
 
-from conftest import Scripted, SimFiles
 from fabricsched.sim import engine, results
 
 A, B, C, D = "gpu-0001", "gpu-0002", "gpu-0003", "gpu-0004"  # A, B under l00; C, D under l01

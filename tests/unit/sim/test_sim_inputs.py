@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from sim_builders import JOB_HEADER, SimFiles
 
-from conftest import JOB_HEADER, SimFiles
 from fabricsched import cli
 from fabricsched.sim import errors
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections import defaultdict
 
 import pytest
+from sim_builders import SimFiles
 
-from conftest import SimFiles
 from fabricsched import ids
 from fabricsched.sim import engine, policies, results, scenario, traces
 
