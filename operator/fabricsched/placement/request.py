@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -20,10 +21,40 @@ class GangRequest:
 
 
 @dataclass(frozen=True)
+class LocalityWait:
+    """Hold a gang whose best plan now is well above its floor, for a bounded time.
+
+    Like Slurm's ``--switches=N@timeout``: a gang whose plan's comm_slowdown is more than
+    ``tolerance`` above its floor (alone in the empty healthy fabric) waits for a better plan,
+    but never longer than ``timeout_s`` in all. ``placement.patience.decide`` applies it; the
+    placement search itself ignores it. ``timeout_s`` 0 (the default) turns it off.
+    """
+
+    timeout_s: float = 0.0
+    """Longest a gang is held, counted from when the caller's clock for it starts (the
+    simulator: submission); 0 = start as soon as a plan exists."""
+    tolerance: float = 0.05
+    """A plan within floor x (1 + tolerance) starts at once."""
+
+    def __post_init__(self) -> None:
+        # A timeout must be finite: the wait is only safe because it always ends.
+        if not (math.isfinite(self.timeout_s) and self.timeout_s >= 0):
+            raise ValueError(f"locality wait timeout must be finite and >= 0, got {self.timeout_s}")
+        if not (math.isfinite(self.tolerance) and self.tolerance >= 0):
+            raise ValueError(f"locality wait tolerance must be finite and >= 0, got {self.tolerance}")
+
+    @property
+    def enabled(self) -> bool:
+        return self.timeout_s > 0
+
+
+@dataclass(frozen=True)
 class PlacementOptions:
     health_aware: bool = True
     """False gives the health-blind topology best fit (the simulator's ``tas-bestfit``);
     down elements are still never used."""
+    locality_wait: LocalityWait = LocalityWait()
+    """Off by default; see ``placement.patience``. Plans do not depend on it."""
 
 
 @dataclass(frozen=True)

@@ -3,9 +3,14 @@
 Algorithm overview
 ------------------
 Events sit in one heap ordered by (time, kind): at equal timestamps job ends come first, then
-health events (and due recovery re-checks), then submissions. After all events of a timestamp,
-queued jobs are tried in submit order and each that fits starts (greedy backfill: a big job at
-the head does not block smaller ones behind it).
+health events (and due recovery re-checks), then submissions, then the ends of locality waits.
+After all events of a timestamp, queued jobs are tried in submit order and each that fits
+starts (greedy backfill: a big job at the head does not block smaller ones behind it).
+
+A policy may hold a job that fits (``fabric`` waiting for locality, ``placement.patience``):
+it stays queued, does not block the jobs behind it, and is tried again whenever capacity comes
+back and, at the latest, at the end of its wait, for which an event is scheduled; so no held
+job waits past its timeout for want of an event.
 
 A start asks the policy for ranks, then prices them with the capacity model
 (``placement.capacity``) against the traffic of the gangs running at that moment, the job
@@ -16,9 +21,9 @@ The fabric snapshot is rebuilt (incrementally) only when the effective health ch
 
 Cost: a job that could not start stays failed until capacity comes back (an end or a health
 change): placements only consume. So a timestamp with only submissions tries only the new
-jobs, and within one pass a job is skipped without asking the policy when the free pod slots
-of its size are too few, or when a job of the same shape and constraint, no larger, already
-failed in this pass.
+jobs (and the held jobs whose wait ends), and within one pass a job is skipped without asking
+the policy when the free pod slots of its size are too few, or when a job of the same shape and
+constraint, no larger, already failed in this pass (a held job is no failure: it fits).
 """
 
 from __future__ import annotations
@@ -30,11 +35,11 @@ from dataclasses import dataclass
 
 from fabricsched import ids
 from fabricsched.api import topology as api
-from fabricsched.placement import capacity, placing, request, tree
+from fabricsched.placement import capacity, patience, placing, request, tree
 from fabricsched.sim import policies, records, results, scenario
 from fabricsched.topology import fabric, health
 
-_END, _HEALTH, _SUBMIT = 0, 1, 2
+_END, _HEALTH, _SUBMIT, _WAIT_OVER = 0, 1, 2, 3
 
 Progress = Callable[[int, int], None]
 """Called with (jobs finished or started so far, jobs in all) as the run advances."""
@@ -94,6 +99,10 @@ class Simulation:
         self._leaf_slots: dict[int, int] = {}
         self._checker = request.PlacementOptions(health_aware=True)
         self._applied: dict[health.ElementId, health.ElementHealth] = {}
+        self._held_since: dict[int, float] = {}
+        """Jobs a policy held (they fit), and when it first did."""
+        self._wait_over: dict[int, float] = {}
+        """The retry event scheduled for each held job."""
 
     # -- events ---------------------------------------------------------------------------
 
@@ -108,6 +117,7 @@ class Simulation:
         while self.heap:
             now = self.heap[0][0]
             arrived: list[int] = []
+            over: set[int] = set()
             capacity_back = False
             while self.heap and self.heap[0][0] == now:
                 _, kind, _, payload = heapq.heappop(self.heap)
@@ -116,10 +126,19 @@ class Simulation:
                     capacity_back = True
                 elif kind == _HEALTH:
                     capacity_back |= self._health(now, payload)
-                else:
+                elif kind == _SUBMIT:
                     arrived.append(payload)
+                else:
+                    over.add(payload)
             queue.extend(arrived)
-            tried = queue if capacity_back else arrived
+            if capacity_back:
+                tried = queue
+            elif over:
+                # Only the held jobs whose wait ends change: the rest still fail or are held.
+                over.update(arrived)
+                tried = [i for i in queue if i in over]
+            else:
+                tried = arrived
             started = self._pass(now, tried)
             if started:
                 queue = [i for i in queue if i not in started]
@@ -181,13 +200,24 @@ class Simulation:
             shape = (job.gpus_per_pod, job.required_tier)
             if self.free.slots[job.gpus_per_pod] < job.pods or failed.get(shape, math.inf) <= job.pods:
                 continue
-            ranks = self.policy.place(self.snapshot, self.free.gpus, self.traffic, job)
+            ranks = self.policy.place(self.snapshot, self.free.gpus, self.traffic, job, now - job.submit_s)
             if ranks is None:
                 failed[shape] = min(failed.get(shape, job.pods), job.pods)
+                continue
+            if isinstance(ranks, patience.Wait):
+                self._hold(now, i, ranks)
                 continue
             self._start(now, i, ranks)
             started.add(i)
         return started
+
+    def _hold(self, now: float, i: int, wait: patience.Wait) -> None:
+        self._held_since.setdefault(i, now)
+        # Strictly later, so a wait that rounds to nothing cannot spin on one timestamp.
+        at = max(now + wait.retry_in_s, math.nextafter(now, math.inf))
+        if self._wait_over.get(i, -math.inf) <= now:
+            self._wait_over[i] = at
+            heapq.heappush(self.heap, (at, _WAIT_OVER, i, i))
 
     def _start(self, now: float, i: int, ranks: tuple[ids.NodeName, ...]) -> None:
         job = self.scn.jobs[i]
@@ -202,11 +232,13 @@ class Simulation:
         self.traffic.add(snap, ranks, job.gpus_per_pod)
         self.running[i] = _Running(i, ranks)
         end = now + job.duration_s * slowdown
+        held = self._held_since.pop(i, None)
+        self._wait_over.pop(i, None)
         self.outcomes[i] = results.Outcome(
             job=job, start_s=now, end_s=end, placement=ranks, domains_spanned=spanned,
             degraded_path=degraded, comm_slowdown=slowdown, floor=self._floor(job),
             fits_one_leaf=self._fits_one_leaf(job), avoidable_degraded=avoidable,
-            down_use=_uses_down(snap, ranks))
+            down_use=_uses_down(snap, ranks), waited_for_locality_s=0.0 if held is None else now - held)
         if math.isfinite(end):
             heapq.heappush(self.heap, (end, _END, i, i))
 

@@ -26,6 +26,8 @@ ROWS: tuple[tuple[str, str, str], ...] = (
     ("gangs_degraded_path", "gangs on a degraded path", "int"),
     ("gangs_degraded_avoidable", "... when a healthy placement existed", "int"),
     ("down_element_uses", "down-element uses", "int"),
+    ("gangs_held_for_locality", "gangs held for locality", "int"),
+    ("held_for_locality_mean_s", "... held, mean (s)", "f0"),
 )
 
 

@@ -32,6 +32,9 @@ class Outcome:
     down_use: bool = False
     """Traffic crosses a down element (a down host in a multi-host gang, or a partly spanned
     domain whose uplinks are down): must never happen."""
+    waited_for_locality_s: float = 0.0
+    """From the first time the policy held the job although it fit (waiting for locality)
+    until it started; part of its wait, 0 when never held."""
 
     @property
     def started(self) -> bool:
@@ -81,6 +84,7 @@ def summarize(run: Run) -> dict[str, float | int]:
     leaf_fit = [o for o in gangs if o.fits_one_leaf]
     in_leaf = [o for o in leaf_fit if o.domains_spanned.get(run.lowest_tier, 0) == 1]
     over_floor = [o.comm_slowdown / o.floor for o in gangs if o.comm_slowdown is not None]
+    held = [o for o in started if o.waited_for_locality_s > 0]
     return {
         "jobs": len(run.outcomes),
         "jobs_started": len(started),
@@ -98,6 +102,8 @@ def summarize(run: Run) -> dict[str, float | int]:
         "gangs_degraded_path": sum(o.degraded_path for o in gangs),
         "gangs_degraded_avoidable": sum(o.avoidable_degraded for o in gangs),
         "down_element_uses": sum(o.down_use for o in started),
+        "gangs_held_for_locality": len(held),
+        "held_for_locality_mean_s": _mean([o.waited_for_locality_s for o in held]),
     }
 
 
@@ -120,6 +126,7 @@ def document(run: Run) -> dict[str, Any]:
             "domains_spanned": dict(o.domains_spanned),
             "degraded_path": o.degraded_path,
             "comm_slowdown": None if o.comm_slowdown is None else _number(o.comm_slowdown),
+            "waited_for_locality_s": o.waited_for_locality_s,
         }
         for o in run.outcomes
     ]

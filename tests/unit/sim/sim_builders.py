@@ -66,6 +66,7 @@ class Scripted:
         free: Mapping[ids.NodeName, int],
         traffic: capacity.Traffic,
         job: records.Job,
+        waited_s: float,
     ) -> tuple[ids.NodeName, ...] | None:
         ranks = tuple(ids.NodeName(n) for n in self.table.get(job.name, ()))
         if not ranks or any(free[n] < job.gpus_per_pod * ranks.count(n) for n in set(ranks)):

@@ -16,7 +16,7 @@ from fabricsched import cli
 from fabricsched.sim import policies, records, report, traces
 
 JOB_KEYS = {"name", "submit_s", "start_s", "end_s", "pods", "gpus_per_pod", "placement",
-            "domains_spanned", "degraded_path", "comm_slowdown"}
+            "domains_spanned", "degraded_path", "comm_slowdown", "waited_for_locality_s"}
 
 
 def _simulate(files: SimFiles, *extra: str) -> int:

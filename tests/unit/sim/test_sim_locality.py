@@ -1,0 +1,156 @@
+"""The ``fabric`` policy's wait for locality in the event loop: held, retried, never starved.
+
+Fabric: two leaves under one spine, two hosts of 8 GPUs per leaf, 100 Gbps per GPU, leaves
+4:1 oversubscribed: C_leaf = 16 x 100 / 4 = 400 Gbps. A gang of two 8-GPU pods fits one leaf
+(floor 1.0); split over the leaves it offers 1 x 800 x 1 / 1 = 800 Gbps to each: slowdown 2.0.
+Single pods named in ``pinned`` go where the test says (to make the scattered free hosts);
+every other job is placed by the ``fabric`` policy with the wait under test.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import pytest
+from sim_builders import Scripted, SimFiles
+
+from fabricsched import cli, ids
+from fabricsched.placement import capacity, request
+from fabricsched.sim import engine, policies, records, results, scenario
+from fabricsched.topology import fabric
+
+A, B, C, D = "gpu-0001", "gpu-0002", "gpu-0003", "gpu-0004"  # A, B under l00; C, D under l01
+LAYOUT = "spine:1,leaf:2:4.0"
+
+
+class Pinned:
+    """Scripted placements for the jobs in ``table``, the fabric policy for the rest."""
+
+    name = "fabric"
+
+    def __init__(self, table: Mapping[str, Sequence[str]], wait: request.LocalityWait) -> None:
+        self.scripted = Scripted(table)
+        self.fabric = policies.make("fabric", 0, wait)
+
+    def place(
+        self,
+        snapshot: fabric.Fabric,
+        free: Mapping[ids.NodeName, int],
+        traffic: capacity.Traffic,
+        job: records.Job,
+        waited_s: float,
+    ) -> policies.Placed:
+        if job.name in self.scripted.table:
+            return self.scripted.place(snapshot, free, traffic, job, waited_s)
+        return self.fabric.place(snapshot, free, traffic, job, waited_s)
+
+
+def run(
+    scn: scenario.Scenario, table: Mapping[str, Sequence[str]], timeout: float
+) -> dict[str, results.Outcome]:
+    out = engine.simulate(scn, Pinned(table, request.LocalityWait(timeout_s=timeout)))
+    return {o.job.name: o for o in out.outcomes}
+
+
+def scattered(files: SimFiles, blocker_s: float, *more: str) -> scenario.Scenario:
+    """x holds A until ``blocker_s``, y holds C until 5000; gang g arrives at 10."""
+    return files.fabric(LAYOUT).job_rows(
+        f"x,0,1,8,{blocker_s},", "y,0,1,8,5000,", "g,10,2,8,100,", *more).load()
+
+
+PINS = {"x": [A], "y": [C]}
+
+
+def test_without_the_wait_the_gang_starts_at_once_across_the_leaves(files: SimFiles) -> None:
+    out = run(scattered(files, 1000), PINS, timeout=0)
+    assert (out["g"].start_s, out["g"].comm_slowdown, out["g"].waited_for_locality_s) == (10.0, 2.0, 0.0)
+
+
+def test_a_held_gang_starts_in_one_leaf_when_capacity_comes_back(files: SimFiles) -> None:
+    out = run(scattered(files, 1000), PINS, timeout=3000)
+    g = out["g"]
+    assert (g.start_s, g.comm_slowdown) == (1000.0, 1.0)
+    assert g.domains_spanned["leaf"] == 1
+    assert g.waited_for_locality_s == 990.0
+
+
+def test_a_held_gang_starts_at_its_timeout_when_nothing_better_comes(files: SimFiles) -> None:
+    # x holds A past the deadline: no end event comes in time, only the wait's own event.
+    out = run(scattered(files, 9000), PINS, timeout=3000)
+    g = out["g"]
+    assert (g.start_s, g.comm_slowdown, g.waited_for_locality_s) == (3010.0, 2.0, 3000.0)
+
+
+def test_a_held_gang_does_not_block_the_jobs_behind_it(files: SimFiles) -> None:
+    # s arrives after g, fits and starts while g is held; its end retries g (still split).
+    out = run(scattered(files, 1000, "s,20,1,8,5,"), PINS, timeout=3000)
+    assert out["s"].start_s == 20.0
+    assert out["g"].start_s == 1000.0
+    assert out["g"].comm_slowdown == 1.0
+
+
+def test_a_gang_that_fits_one_leaf_now_is_never_held(files: SimFiles) -> None:
+    out = run(files.fabric(LAYOUT).job_rows("x,0,1,8,1000,", "g,10,2,8,100,").load(), {"x": [A]}, 3000)
+    assert (out["g"].start_s, out["g"].comm_slowdown, out["g"].waited_for_locality_s) == (10.0, 1.0, 0.0)
+
+
+def test_a_gang_held_by_a_degraded_host_that_never_recovers_starts_at_its_timeout(files: SimFiles) -> None:
+    # Only B and D are left; D's link is degraded for good (health 0.5): the best plan now and
+    # later is the split one at 2.0, so only the timeout ends the wait.
+    scn = (files.fabric(LAYOUT).job_rows("x,0,1,8,99999,", "y,0,1,8,99999,", "g,10,2,8,100,")
+           .event_rows("0,node,gpu-0004,degraded,0.5").load())
+    out = run(scn, {"x": [A], "y": [C]}, timeout=600)
+    assert (out["g"].start_s, out["g"].waited_for_locality_s) == (610.0, 600.0)
+    assert out["g"].degraded_path
+
+
+@pytest.mark.parametrize("timeout", [0.0, 3000.0], ids=["no wait", "a wait of 3000 s"])
+def test_the_same_inputs_give_the_same_result(files: SimFiles, timeout: float) -> None:
+    scn = scattered(files, 1000, "s,20,1,8,5,", "h,30,2,8,50,")
+    first = results.document(engine.simulate(scn, Pinned(PINS, request.LocalityWait(timeout))))
+    again = results.document(engine.simulate(scn, Pinned(PINS, request.LocalityWait(timeout))))
+    assert first == again
+
+
+def test_the_summary_counts_the_held_gangs_and_their_wait(files: SimFiles) -> None:
+    scn = scattered(files, 1000)
+    summary = results.summarize(engine.simulate(scn, Pinned(PINS, request.LocalityWait(3000))))
+    assert (summary["gangs_held_for_locality"], summary["held_for_locality_mean_s"]) == (1, 990.0)
+
+
+def test_the_cli_records_the_wait_per_job_and_can_turn_it_off(files: SimFiles, tmp_path: Path) -> None:
+    # No pins here: the fabric policy places the single pods itself, so compare on and off.
+    files.fabric(LAYOUT).job_rows("x,0,1,8,1000,", "y,0,1,8,5000,", "g,10,2,8,100,")
+    base = ["simulate", "--nodes", str(files.nodes), "--topology", str(files.topology),
+            "--jobs", str(files.jobs), "--quiet"]
+    assert cli.main([*base, "--out", str(tmp_path / "on.json"), "--locality-wait", "3000"]) == 0
+    assert cli.main([*base, "--out", str(tmp_path / "off.json"), "--locality-wait", "0"]) == 0
+    on = json.loads((tmp_path / "on.json").read_text())
+    off = json.loads((tmp_path / "off.json").read_text())
+    assert (on["summary"]["locality_wait_s"], on["summary"]["locality_tolerance"]) == (3000.0, 0.05)
+    assert off["summary"]["locality_wait_s"] == 0.0
+    assert all("waited_for_locality_s" in job for job in on["jobs"])
+    assert all(job["waited_for_locality_s"] == 0.0 for job in off["jobs"])
+
+
+def test_the_cli_rejects_an_endless_wait(
+    files: SimFiles, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    files.fabric(LAYOUT).job_rows("g,0,2,8,100,")
+    code = cli.main(["simulate", "--nodes", str(files.nodes), "--topology", str(files.topology),
+                 "--jobs", str(files.jobs), "--quiet", "--out", str(tmp_path / "r.json"),
+                 "--locality-wait", "inf"])
+    assert code == 2
+    assert "finite" in capsys.readouterr().err
+
+
+def test_the_fabric_policy_waits_by_default_and_the_baselines_never_do() -> None:
+    wait = policies.DEFAULT_LOCALITY_WAIT
+    assert wait.enabled
+    fab_policy = policies.make("fabric", 0)
+    blind = policies.make("tas-bestfit", 0)
+    assert isinstance(fab_policy, policies.EnginePolicy) and isinstance(blind, policies.EnginePolicy)
+    assert fab_policy.options.locality_wait == wait
+    assert not blind.options.locality_wait.enabled
