@@ -47,6 +47,9 @@ class NullStore:
     async def load(self) -> list[dict[str, Any]]:
         return []
 
+    async def create(self, manifest: dict[str, Any]) -> None:
+        return None
+
     async def save(self, manifest: dict[str, Any]) -> None:
         return None
 

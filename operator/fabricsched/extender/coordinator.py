@@ -349,7 +349,12 @@ class Coordinator:
         """Rebuild the book from FabricPlacement objects and bound pods (after a restart)."""
         for manifest in await self.writer.store.load():
             entry = placements.entry_of(manifest)
-            if entry is not None and entry.active:
+            if entry is None or not entry.active:
+                continue
+            if entry.phase == reservations.Phase.RESERVED and not entry.expires_at:
+                # Created by a plan whose status write never landed: held for a full TTL from now.
+                self.book.reserve(entry, self.clock())
+            else:
                 self.book.put(entry)
         for pod in self.state.pods.values():
             if pod.active and pod.node is not None:

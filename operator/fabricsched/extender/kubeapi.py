@@ -1,7 +1,8 @@
 """The extender's few API calls: FabricPlacement objects, a Job lookup, pod Events.
 
-The Kubernetes client is synchronous; every call runs in a worker thread
-(``asyncio.to_thread``) so the event loop, which serves the scheduler, never blocks on it.
+The Kubernetes client is synchronous; every call runs in a worker thread (FabricPlacement
+writes in threads of their own, the rest through ``asyncio.to_thread``) so the event loop,
+which serves the scheduler, never blocks on it.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import Callable
+from concurrent import futures
 from typing import Any
 
 from kubernetes import client
@@ -19,6 +21,8 @@ from fabricsched.extender import ports
 from fabricsched.topology import nodes
 
 _MERGE = "application/merge-patch+json"
+WRITE_THREADS = 6
+"""Placement writes in flight: the writer's background ones, and room for a new plan's."""
 
 
 class ApiPlacementStore:
@@ -35,6 +39,9 @@ class ApiPlacementStore:
         self._api = client.CustomObjectsApi(api_client)
         self._known: dict[tuple[str, str], dict[str, Any]] = {}
         """(namespace, name) -> the object as last returned by the API server."""
+        # Threads of its own: a plan's write, which a filter call waits for, must not queue
+        # behind Event posts and Job reads in the loop's default executor.
+        self._threads = futures.ThreadPoolExecutor(max_workers=WRITE_THREADS, thread_name_prefix="placement")
 
     async def load(self) -> list[dict[str, Any]]:
         listed = await asyncio.to_thread(
@@ -43,8 +50,27 @@ class ApiPlacementStore:
         items = listed.get("items") if isinstance(listed, dict) else None
         return list(items or [])
 
+    async def create(self, manifest: dict[str, Any]) -> None:
+        await asyncio.get_running_loop().run_in_executor(self._threads, self._create, manifest)
+
     async def save(self, manifest: dict[str, Any]) -> None:
-        await asyncio.to_thread(self._save, manifest)
+        await asyncio.get_running_loop().run_in_executor(self._threads, self._save, manifest)
+
+    def _create(self, manifest: dict[str, Any]) -> None:
+        metadata = manifest["metadata"]
+        key = (metadata["namespace"], metadata["name"])
+        if key in self._known:
+            return
+        body = {k: v for k, v in manifest.items() if k != "status"}
+        try:
+            self._known[key] = self._call(
+                self._api.create_namespaced_custom_object, api.GROUP, api.VERSION, key[0], api.PLURAL, body
+            )
+        except exceptions.ApiException as e:
+            if e.status != 409:
+                raise
+            # An object of that name exists (a Job recreated under the same name): the next
+            # ``save`` reads it and replaces its plan.
 
     def _save(self, manifest: dict[str, Any]) -> None:
         metadata = manifest["metadata"]

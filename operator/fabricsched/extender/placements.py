@@ -23,6 +23,8 @@ from fabricsched.extender import ports, reservations
 
 logger = logging.getLogger(__name__)
 
+COALESCE_S = 0.25
+"""Background writes wait this long after a change, so a burst of binds is one write per gang."""
 CONCURRENT_WRITES = 4
 """FabricPlacement writes in flight at once (each is a blocking client call in a thread)."""
 RETRY_DELAY_S = 1.0
@@ -134,27 +136,50 @@ class PlacementWriter:
         return len(self._pending)
 
     async def save_now(self, key: ids.GangKey, timeout_s: float) -> bool:
-        """Write the gang's pending entry now, waiting at most ``timeout_s``; False if it did not land
-        (it stays queued for the task)."""
+        """Create the gang's object now (its spec: the plan, which is what a restarted
+        extender needs), waiting at most ``timeout_s``; False if it did not land. The entry
+        stays queued: its status follows with the background writes (an object read back
+        without one is a plan held from the restore on, see ``Coordinator.restore``)."""
         try:
-            return await asyncio.wait_for(self._write(key), timeout_s)
+            return await asyncio.wait_for(self._create(key), timeout_s)
         except TimeoutError:
             logger.warning("writing FabricPlacement of %s took longer than %.1f s", key, timeout_s)
             return False
 
+    async def _create(self, key: ids.GangKey) -> bool:
+        lock = self._locks.setdefault(key, asyncio.Lock())
+        async with lock:
+            entry = self._pending.get(key)
+            if entry is None:
+                return True  # written meanwhile, status and all
+            try:
+                await self.store.create(manifest_of(entry))
+            except ports.Rejected as e:
+                self.failures += 1
+                logger.error("FabricPlacement %s rejected: %s", entry.display, e)
+                return False
+            except Exception as e:
+                self.failures += 1
+                logger.warning("could not create FabricPlacement %s: %s", entry.display, e)
+                return False
+            self._wake.set()
+            return True
+
     async def run(self) -> None:
         """Write submitted entries until cancelled."""
+        gate = asyncio.Semaphore(CONCURRENT_WRITES)
+
+        async def one(key: ids.GangKey) -> bool:
+            async with gate:
+                return await self._write(key)
+
         while True:
             await self._wake.wait()
+            # Ranks of a gang bind within moments of each other: one write for the lot.
+            await asyncio.sleep(COALESCE_S)
             self._wake.clear()
             # Several gangs at once (each gang's writes stay in order, under its lock): a burst
             # of single-pod plans must not queue behind one API round trip each.
-            gate = asyncio.Semaphore(CONCURRENT_WRITES)
-
-            async def one(key: ids.GangKey) -> bool:
-                async with gate:
-                    return await self._write(key)
-
             failed = not all(await asyncio.gather(*(one(key) for key in list(self._pending))))
             for key in [k for k, lock in self._locks.items() if not lock.locked() and k not in self._pending]:
                 del self._locks[key]

@@ -88,6 +88,11 @@ class PlacementStore(Protocol):
         """Every FabricPlacement object in the cluster."""
         ...
 
+    async def create(self, manifest: dict[str, Any]) -> None:
+        """Create the object named in ``manifest`` with its spec (the plan) if it does not exist
+        yet; its status is left to ``save``. Raises like ``save``."""
+        ...
+
     async def save(self, manifest: dict[str, Any]) -> None:
         """Create or update the object (spec and status) named in ``manifest``; a ``Released``
         one without an owning Job is deleted (nothing else would collect it). Raises

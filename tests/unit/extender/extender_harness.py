@@ -50,6 +50,15 @@ class MemoryStore:
     async def load(self) -> list[dict[str, Any]]:
         return [dict(o) for o in self.objects.values()]
 
+    async def create(self, manifest: dict[str, Any]) -> None:
+        if self.fail:
+            raise ConnectionError("API server away")
+        meta = manifest["metadata"]
+        # As the API server does: a created object has no status until the status is written.
+        self.objects.setdefault(
+            (meta["namespace"], meta["name"]), {k: v for k, v in manifest.items() if k != "status"}
+        )
+
     async def save(self, manifest: dict[str, Any]) -> None:
         if self.fail:
             raise ConnectionError("API server away")

@@ -225,3 +225,22 @@ def test_a_pod_whose_job_is_unknown_waits_with_a_reason(harness: Harness) -> Non
     pod = harness.pod("ghost", "uid-ghost", 0)
     answer = harness.filter(pod)
     assert answer.passed == [] and "Job train/ghost is not known yet" in next(iter(answer.failed.values()))
+
+
+def test_a_plan_restored_without_its_status_is_held_for_a_full_ttl(harness: Harness) -> None:
+    uid = harness.job("a", 4)
+    harness.filter(harness.pod("a", uid, 0))
+    stored = harness.store.get("train", "a")
+    del stored["status"]  # the process died between the create and the status write
+    again = Harness(fabric_nodes())
+    again.state, again.store = harness.state, harness.store
+    again.writer = type(harness.writer)(again.store, again.book)
+    again.coordinator = coordinator.Coordinator(
+        again.state, again.book, again.writer, again.events, again.clock, coordinator.CoordinatorOptions()
+    )
+    again.restore()
+    (restored,) = again.book.entries()
+    assert restored.phase.value == "Reserved" and restored.expires_at == again.clock() + 120.0
+    again.clock.advance(60)
+    again.coordinator.housekeeping()
+    assert again.book.reserved_gpus() == harness.book.reserved_gpus()

@@ -81,3 +81,23 @@ def test_only_the_newest_entry_of_a_gang_is_written_and_failures_are_retried() -
     asyncio.run(scenario())
     assert store.writes == 1 and store.get("train", "b")["status"]["reasons"] == ["second"]
     assert writer.failures == 1
+
+
+def test_a_new_plan_is_created_at_once_and_its_status_follows_in_the_background() -> None:
+    store = MemoryStore()
+    writer = placements.PlacementWriter(store, reservations.Book(reservations.BookOptions()))
+    fresh = entry(phase=reservations.Phase.RESERVED, bound={})
+
+    async def scenario() -> None:
+        writer.submit(fresh)
+        assert await writer.save_now(fresh.key, 1.0)
+        assert "status" not in store.get("train", "b") and writer.pending == 1
+        task = asyncio.create_task(writer.run())
+        for _ in range(200):
+            if not writer.pending:
+                break
+            await asyncio.sleep(0.01)
+        task.cancel()
+
+    asyncio.run(scenario())
+    assert store.get("train", "b")["status"]["phase"] == "Reserved"
