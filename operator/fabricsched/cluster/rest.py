@@ -84,8 +84,9 @@ class Client:
                 response = conn.getresponse()
                 raw = response.read()
                 break
-            except (http.client.HTTPException, ConnectionError):
-                # A kept-alive connection the server closed: reconnect once.
+            except (http.client.HTTPException, ConnectionError, ssl.SSLEOFError):
+                # A kept-alive connection the server closed (over TLS that can surface as an
+                # EOF while sending, before the server saw the request): reconnect once.
                 conn.close()
                 self._local.conn = None
                 if attempt == 2:
