@@ -49,27 +49,6 @@ def api_client() -> Iterator[Any]:
 
 
 @pytest.fixture(scope="session")
-def core_v1(api_client: Any) -> Any:
-    from kubernetes import client
-
-    return client.CoreV1Api(api_client)
-
-
-@pytest.fixture(scope="session")
-def batch_v1(api_client: Any) -> Any:
-    from kubernetes import client
-
-    return client.BatchV1Api(api_client)
-
-
-@pytest.fixture(scope="session")
-def custom_objects(api_client: Any) -> Any:
-    from kubernetes import client
-
-    return client.CustomObjectsApi(api_client)
-
-
-@pytest.fixture(scope="session")
 def fabric(core_v1: Any, custom_objects: Any) -> Fabric:
     topology = topology_object(custom_objects)
     spec = topology["spec"]

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-import pytest
+import timing
 
 E2E_ENV = "FABRICSCHED_E2E"
 TOPOLOGY = os.environ.get("FABRICSCHED_E2E_TOPOLOGY", "kind")
@@ -19,15 +18,8 @@ T = TypeVar("T")
 
 
 def wait_for(what: str, check: Callable[[], T | None], timeout: float = 120.0, interval: float = 1.0) -> T:
-    """``check()``'s first truthy result, or fail naming ``what``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(interval)
+    """``timing.wait_for`` at a real cluster's pace: pods start, images pull, nodes report."""
+    return timing.wait_for(what, check, timeout, interval)
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""Helpers of the integration tests: the cluster handle, node factory and polling.
+"""Helpers of the integration tests: the binaries check, the cluster handle, namespaces, the
+node factory, and polling (``wait_for``, from tests/timing.py at the local control plane's pace).
 
 A module of its own (not conftest) so test modules can import the types they annotate with.
 """
@@ -7,21 +8,33 @@ from __future__ import annotations
 
 import datetime
 import itertools
+import os
 import subprocess
-import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 import pytest
 
-from fabricsched.cluster import controlplane, nodes, rest, samples
+from fabricsched.cluster import binaries, controlplane, errors, nodes, rest, samples
 from fabricsched.cluster import kubelet as stand_in_kubelet
+from timing import wait_for as wait_for
 
 GROUP_LABEL = "fabricsched.io/test-group"
 """Label ``node_factory`` puts on its nodes: select it to schedule onto this test's nodes only."""
+
+
+def find_binaries_or_skip(needed_by: str = "integration tests") -> binaries.Binaries:
+    """The built control plane binaries; without them the test skips naming ``make tools``,
+    or fails under ``CI=true``, so a CI run can never pass by skipping everything."""
+    try:
+        return binaries.find()
+    except errors.MissingBinaries as e:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"CI=true and the control plane binaries are missing: {e}", pytrace=False)
+        pytest.skip(f"{needed_by} need the control plane binaries; run `make tools`. ({e})")
 
 
 @dataclass
@@ -44,16 +57,25 @@ class Cluster:
         return subprocess.run(argv, capture_output=True, text=True, check=check, timeout=60)
 
 
-def wait_for(what: str, check: Callable[[], Any], timeout: float = 30.0, interval: float = 0.2) -> Any:
-    """Poll until ``check`` returns something truthy; fail the test naming ``what``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}", pytrace=False)
-        time.sleep(interval)
+def stop_process(process: subprocess.Popen[Any], timeout: float = 15.0) -> None:
+    """SIGTERM, and SIGKILL if it is still running after ``timeout`` s; returns once it is gone."""
+    if process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+def new_namespace(api: rest.Client, prefix: str) -> str:
+    """A fresh namespace whose default ServiceAccount exists (pods are admitted only then)."""
+    name = f"{prefix}-{uuid.uuid4().hex[:10]}"
+    api.call("POST", "/api/v1/namespaces", {"metadata": {"name": name}})
+    account = f"/api/v1/namespaces/{name}/serviceaccounts/default"
+    wait_for(f"ServiceAccount {name}/default", lambda: api.request("GET", account)[0] == 200)
+    return name
 
 
 class NodeFactory:

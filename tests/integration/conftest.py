@@ -5,30 +5,20 @@ themselves by namespace (``namespace``) and by node labels (``node_factory`` lab
 nodes with a group unique to the test), never by assuming an empty cluster.
 
 Without binaries the tests skip, naming ``make tools``; under ``CI=true`` they fail
-instead, so a CI run can never pass by skipping everything.
+instead, so a CI run can never pass by skipping everything (``find_binaries_or_skip``).
+The API groups' clients (``core_v1``...) over ``api_client`` are the root conftest's.
 """
 
 from __future__ import annotations
 
-import os
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from clusterkit import Cluster, Kubelet, NodeFactory, wait_for
+from clusterkit import Cluster, Kubelet, NodeFactory, find_binaries_or_skip, new_namespace
 
-from fabricsched.cluster import binaries, controlplane, errors, nodes
+from fabricsched.cluster import controlplane, nodes
 from fabricsched.cluster import kubelet as stand_in_kubelet
-
-
-def find_binaries_or_skip() -> binaries.Binaries:
-    try:
-        return binaries.find()
-    except errors.MissingBinaries as e:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"CI=true and the control plane binaries are missing: {e}", pytrace=False)
-        pytest.skip(f"integration tests need the control plane binaries; run `make tools`. ({e})")
 
 
 @pytest.fixture(scope="session")
@@ -54,41 +44,10 @@ def api_client(cluster: Cluster) -> Iterator[Any]:
         client.close()
 
 
-@pytest.fixture(scope="session")
-def core_v1(api_client: Any) -> Any:
-    from kubernetes import client
-
-    return client.CoreV1Api(api_client)
-
-
-@pytest.fixture(scope="session")
-def batch_v1(api_client: Any) -> Any:
-    from kubernetes import client
-
-    return client.BatchV1Api(api_client)
-
-
-@pytest.fixture(scope="session")
-def custom_objects(api_client: Any) -> Any:
-    from kubernetes import client
-
-    return client.CustomObjectsApi(api_client)
-
-
-@pytest.fixture(scope="session")
-def apiextensions(api_client: Any) -> Any:
-    from kubernetes import client
-
-    return client.ApiextensionsV1Api(api_client)
-
-
 @pytest.fixture
 def namespace(cluster: Cluster) -> Iterator[str]:
     """A fresh namespace whose default ServiceAccount exists (pods are admitted only then)."""
-    name = f"t-{uuid.uuid4().hex[:10]}"
-    cluster.api.call("POST", "/api/v1/namespaces", {"metadata": {"name": name}})
-    account = f"/api/v1/namespaces/{name}/serviceaccounts/default"
-    wait_for(f"ServiceAccount {name}/default", lambda: cluster.api.request("GET", account)[0] == 200)
+    name = new_namespace(cluster.api, "t")
     yield name
     # No kubelet: bound pods would stay Terminating and hold the namespace; remove them at once.
     pods = cluster.api.call("GET", f"/api/v1/namespaces/{name}/pods")["items"]

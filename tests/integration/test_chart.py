@@ -30,9 +30,10 @@ from typing import Any
 
 import pytest
 import yaml
+from clusterkit import find_binaries_or_skip, stop_process
 
 from fabricsched.api import topology as api
-from fabricsched.cluster import binaries, errors
+from fabricsched.cluster import binaries
 from fabricsched.extender import schedconfig
 
 pytestmark = pytest.mark.integration
@@ -103,7 +104,7 @@ class Helm:
 
 
 def _missing(reason: str) -> None:
-    # As in conftest.py: skip on a developer's machine, fail under CI (a run must not pass by skipping).
+    # As find_binaries_or_skip: skip on a developer's machine, fail under CI (no passing by skipping).
     if os.environ.get("CI", "").lower() == "true":
         pytest.fail(f"CI=true and {reason}", pytrace=False)
     pytest.skip(f"{reason}; run `make tools`")
@@ -111,11 +112,7 @@ def _missing(reason: str) -> None:
 
 @pytest.fixture(scope="module")
 def tools() -> binaries.Binaries:
-    try:
-        found = binaries.find()
-    except errors.MissingBinaries as e:
-        _missing(str(e))
-        raise
+    found = find_binaries_or_skip("the chart's tests")
     if found.helm is None:
         _missing(f"helm {binaries.HELM_VERSION} is not built")
     return found
@@ -569,12 +566,7 @@ def test_kube_scheduler_runs_the_rendered_config_as_the_service_account(
         assert holder, f"kube-scheduler took no lease {lease_name}:\n{log.read_text()[-3000:]}"
         assert _healthz(port)
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop_process(process)
     forbidden = [line for line in log.read_text().splitlines() if "forbidden" in line]
     assert not forbidden, "the scheduler lacks rights:\n" + "\n".join(forbidden[:10])
 
@@ -606,12 +598,7 @@ def test_operator_runs_as_the_service_account(kubectl: Kubectl, release: str, tm
         with urllib.request.urlopen(f"http://127.0.0.1:{health}/readyz", timeout=5) as response:
             assert response.status == 200
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop_process(process)
         kubectl.run("delete", api.PLURAL, topology, "--ignore-not-found", check=False)
     refused = [line for line in log.read_text().splitlines() if "forbidden" in line.lower()]
     assert not refused, "the operator lacks rights:\n" + "\n".join(refused[:10])

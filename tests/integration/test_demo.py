@@ -7,15 +7,15 @@ idempotent); the assertions read the second run. Expectations come from the exam
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from clusterkit import find_binaries_or_skip
 
-from fabricsched.cluster import binaries, demo, errors, nodes, processes
+from fabricsched.cluster import demo, nodes, processes
 
 pytestmark = pytest.mark.integration
 
@@ -25,12 +25,7 @@ EXAMPLES = REPO / "examples"
 
 @pytest.fixture(scope="module")
 def tours(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[demo.Tour, demo.Tour]]:
-    try:
-        binaries.find()
-    except errors.MissingBinaries as e:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"CI=true and the control plane binaries are missing: {e}", pytrace=False)
-        pytest.skip(f"the demo needs the control plane binaries; run `make tools`. ({e})")
+    find_binaries_or_skip("the demo's tests")
     options = demo.Options(
         dir=tmp_path_factory.mktemp("demo") / "cluster", nodes=EXAMPLES / "demo-nodes.yaml",
         topology=EXAMPLES / "demo-topology.yaml", crds=REPO / "crds", jobs=EXAMPLES / "demo-jobs",

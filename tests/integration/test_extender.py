@@ -18,21 +18,35 @@ import subprocess
 import sys
 import time
 import urllib.request
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from clusterkit import wait_for
+from clusterkit import find_binaries_or_skip, new_namespace, stop_process, wait_for
 
-from fabricsched.cluster import binaries, commands, controlplane, errors, nodes, processes, rest, samples
+from fabricsched.cluster import commands, controlplane, nodes, processes, rest, samples
 from fabricsched.cluster import kubelet as stand_in_kubelet
 
 REPO = Path(__file__).resolve().parents[2]
 TOPOLOGY = "ib-test"
 GPU = "nvidia.com/gpu"
 PLACEMENTS = "/apis/fabricsched.io/v1alpha1/namespaces/{ns}/fabricplacements"
+
+
+def trainer_spec(gpus: int) -> dict[str, Any]:
+    """The pod spec of one training rank, scheduled by fabricsched."""
+    return {
+        "schedulerName": "fabricsched",
+        "restartPolicy": "Never",
+        "containers": [
+            {
+                "name": "train",
+                "image": "trainer:1",
+                "resources": {"requests": {GPU: str(gpus)}, "limits": {GPU: str(gpus)}},
+            }
+        ],
+    }
 
 
 class Operator:
@@ -86,12 +100,8 @@ class Operator:
         self.process.wait(10)
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(15)
-            except subprocess.TimeoutExpired:
-                self.kill()
+        if self.process is not None:
+            stop_process(self.process)
 
     def log_tail(self) -> str:
         logs = sorted(self.log_dir.glob("fabricsched-run-*.log"))
@@ -113,29 +123,12 @@ class Fabric:
         self.leaf_of, self.spine_of = leaf_of, spine_of
 
     def namespace(self) -> str:
-        name = f"x-{uuid.uuid4().hex[:8]}"
-        self.api.call("POST", "/api/v1/namespaces", {"metadata": {"name": name}})
-        account = f"/api/v1/namespaces/{name}/serviceaccounts/default"
-        wait_for(f"ServiceAccount {name}/default", lambda: self.api.request("GET", account)[0] == 200)
-        return name
+        return new_namespace(self.api, "x")
 
     def job(
         self, namespace: str, name: str, pods: int, gpus: int = 8, annotations: dict[str, str] | None = None
     ) -> None:
-        template = {
-            "metadata": {"annotations": annotations or {}},
-            "spec": {
-                "schedulerName": "fabricsched",
-                "restartPolicy": "Never",
-                "containers": [
-                    {
-                        "name": "train",
-                        "image": "trainer:1",
-                        "resources": {"requests": {GPU: str(gpus)}, "limits": {GPU: str(gpus)}},
-                    }
-                ],
-            },
-        }
+        template = {"metadata": {"annotations": annotations or {}}, "spec": trainer_spec(gpus)}
         body = {
             "apiVersion": "batch/v1",
             "kind": "Job",
@@ -196,12 +189,7 @@ class Fabric:
 
 @pytest.fixture(scope="module")
 def fabric(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fabric]:
-    try:
-        binaries.find()
-    except errors.MissingBinaries as e:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"CI=true and the control plane binaries are missing: {e}", pytrace=False)
-        pytest.skip(f"integration tests need the control plane binaries; run `make tools`. ({e})")
+    find_binaries_or_skip()
     root = tmp_path_factory.mktemp("extender-cluster")
     # The extender's port is chosen first: the scheduler's configuration names it.
     extender_port, health_port = processes.free_ports(2)
@@ -344,17 +332,7 @@ def test_no_reservation_is_lost_over_a_sigkill_and_a_host_degraded_meanwhile_is_
                 "labels": {"fabricsched.io/gang": "a"},
                 "annotations": {"fabricsched.io/gang-size": "4", "fabricsched.io/rank": str(rank)},
             },
-            "spec": {
-                "schedulerName": "fabricsched",
-                "restartPolicy": "Never",
-                "containers": [
-                    {
-                        "name": "train",
-                        "image": "trainer:1",
-                        "resources": {"requests": {GPU: "8"}, "limits": {GPU: "8"}},
-                    }
-                ],
-            },
+            "spec": trainer_spec(8),
         }
 
     for rank in (0, 1):

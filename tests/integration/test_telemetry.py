@@ -8,6 +8,10 @@ Timing budget of a degradation: one scrape for Prometheus to see the counter mov
 ``degradeAfter`` (N) firing evaluations, one more interval for the evaluation that straddles the
 change, and one status write: (N + 1) x interval + scrape + status interval, plus a fixed
 allowance for a loaded two-core CI machine.
+
+The last test closes the loop through a real kube-scheduler: a control plane of its own with the
+second scheduler ``fabricsched`` calling the extender of ``fabricsched run``, so a gang submitted
+as an Indexed Job is seen to avoid the host its counters degraded.
 """
 
 from __future__ import annotations
@@ -20,14 +24,22 @@ import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from clusterkit import Cluster, NodeFactory, wait_for
+
+# test_extender's Operator (``fabricsched run`` with a known extender port) and Fabric (Indexed
+# Jobs, bound ranks, FabricPlacements) drive the scheduled-gang test; a module import, so its
+# fixtures stay out of this module.
+import test_extender
+from clusterkit import Cluster, NodeFactory, find_binaries_or_skip, wait_for
 from prometheus_harness import Exporter, PrometheusServer, find_prometheus_or_skip, free_port
 
+from fabricsched.api import placement as placement_api
 from fabricsched.api import topology as api
+from fabricsched.cluster import commands, controlplane, processes
 
 INTERVAL_S = 1
 DEGRADE_AFTER = 2
@@ -42,11 +54,30 @@ LEAF_RULE = {
 }
 
 
+def apply_crds(cluster: Cluster, repo_root: Path) -> None:
+    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(repo_root / "crds"))
+    for crd in (api.PLURAL, placement_api.PLURAL):
+        cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", f"crd/{crd}.{api.GROUP}")
+
+
 @pytest.fixture(scope="module")
 def crds(cluster: Cluster, repo_root: Path) -> None:
-    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(repo_root / "crds"))
-    cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s",
-                    f"crd/{api.PLURAL}.{api.GROUP}")
+    apply_crds(cluster, repo_root)
+
+
+def topology_manifest(name: str, selector: dict[str, str], prometheus_url: str) -> dict[str, Any]:
+    """A two-tier FabricTopology over ``selector``'s nodes, its health read from ``prometheus_url``."""
+    return {
+        "apiVersion": api.API_VERSION, "kind": api.KIND, "metadata": {"name": name},
+        "spec": {
+            "nodeSelector": {"matchLabels": selector},
+            "tiers": [{"name": "leaf", "nodeLabel": "fabric.topograph.run/tier-0"},
+                      {"name": "spine", "nodeLabel": "fabric.topograph.run/tier-1"}],
+            "health": {"recoverAfterSeconds": RECOVER_AFTER_S, "prometheus": {
+                "url": prometheus_url, "intervalSeconds": INTERVAL_S, "timeoutSeconds": 2,
+                "degradeAfter": DEGRADE_AFTER, "defaultRules": {"window": "5s"}, "rules": [LEAF_RULE]}},
+        },
+    }
 
 
 @contextlib.contextmanager
@@ -92,17 +123,7 @@ def fabric(cluster: Cluster, crds: None, node_factory: NodeFactory, custom_objec
     exporter = Exporter(l1 + l2, ["l01", "l02"]).start()
     prom = PrometheusServer(binary, tmp_path, exporter).start()
     name = f"tel-{uuid.uuid4().hex[:8]}"
-    manifest = {
-        "apiVersion": api.API_VERSION, "kind": api.KIND, "metadata": {"name": name},
-        "spec": {
-            "nodeSelector": {"matchLabels": node_factory.selector},
-            "tiers": [{"name": "leaf", "nodeLabel": "fabric.topograph.run/tier-0"},
-                      {"name": "spine", "nodeLabel": "fabric.topograph.run/tier-1"}],
-            "health": {"recoverAfterSeconds": RECOVER_AFTER_S, "prometheus": {
-                "url": prom.url, "intervalSeconds": INTERVAL_S, "timeoutSeconds": 2,
-                "degradeAfter": DEGRADE_AFTER, "defaultRules": {"window": "5s"}, "rules": [LEAF_RULE]}},
-        },
-    }
+    manifest = topology_manifest(name, node_factory.selector, prom.url)
     custom_objects.create_cluster_custom_object(api.GROUP, api.VERSION, api.PLURAL, manifest)
     try:
         with operator(cluster, tmp_path):
@@ -231,3 +252,90 @@ def test_stopping_prometheus_sets_telemetry_unavailable_and_keeps_the_last_healt
     wait_for("TelemetryUnavailable=False again",
              lambda: (c := condition(status_of(custom_objects, name), "TelemetryUnavailable"))
              and c["status"] == "False", timeout=30)
+
+
+@dataclass
+class Scheduled:
+    """A control plane with the ``fabricsched`` kube-scheduler, telemetry on one leaf of 4 hosts."""
+
+    jobs: test_extender.Fabric
+    topology: str
+    hosts: list[str]
+    exporter: Exporter
+
+    def status(self) -> dict[str, Any]:
+        obj = self.jobs.api.call("GET", f"/apis/{api.GROUP}/{api.VERSION}/{api.PLURAL}/{self.topology}")
+        return dict(obj.get("status") or {})
+
+
+@pytest.fixture
+def scheduled(tmp_path: Path, repo_root: Path) -> Iterator[Scheduled]:
+    """Its own plane (the session cluster has no second scheduler), nodes, Prometheus, operator."""
+    find_binaries_or_skip("telemetry tests")
+    binary = find_prometheus_or_skip()
+    # The extender's port comes first: the scheduler's configuration names it.
+    extender_port, health_port = processes.free_ports(2)
+    scheduler = commands.fabricsched_scheduler(f"http://127.0.0.1:{extender_port}")
+    with contextlib.ExitStack() as stack:  # unwinds in reverse: operator first, plane last
+        plane = controlplane.up(tmp_path / "cluster", extra_schedulers=[scheduler])
+        stack.callback(plane.down)
+        client = plane.client()
+        stack.callback(client.close)
+        apply_crds(Cluster(plane, client), repo_root)
+        factory = NodeFactory(client)
+        hosts = factory(4, gpus=8, leaf="l01")
+        exporter = Exporter(hosts, ["l01"]).start()
+        stack.callback(exporter.stop)
+        prom = PrometheusServer(binary, tmp_path, exporter).start()
+        stack.callback(prom.stop)
+        name = f"tel-{uuid.uuid4().hex[:8]}"
+        client.call("POST", f"/apis/{api.GROUP}/{api.VERSION}/{api.PLURAL}",
+                    topology_manifest(name, factory.selector, prom.url))
+        operator = test_extender.Operator(plane.kubeconfig, tmp_path, extender_port, health_port)
+        stack.callback(operator.stop)
+        operator.start()
+        jobs = test_extender.Fabric(plane, client, operator, dict.fromkeys(hosts, "l01"),
+                                    dict.fromkeys(hosts, "s1"))
+        yield Scheduled(jobs, name, hosts, exporter)
+
+
+@pytest.mark.timeout(480)  # a control plane of its own on a loaded two-core machine
+def test_the_next_gang_avoids_the_host_whose_symbol_errors_degraded_it(scheduled: Scheduled) -> None:
+    jobs = scheduled.jobs
+    wait_for("the topology's status with TelemetryUnavailable=False",
+             lambda: scheduled.status().get("nodes") == 4
+             and (c := condition(scheduled.status(), "TelemetryUnavailable")) is not None
+             and c["status"] == "False", timeout=60)
+
+    # Control: 3 pods of 8 GPUs on one leaf of 4 hosts leave one host out; with every host
+    # healthy the engine's choice is deterministic. Its first rank's host is the one to degrade.
+    before = jobs.namespace()
+    jobs.job(before, "gang", pods=3)
+    control = jobs.placed(before, "gang", 3)
+    assert len(set(control)) == 3, control
+    host = control[0]
+    jobs.clean(before)
+
+    scheduled.exporter.symbol_errors(host, "mlx5_1", per_s=10.0)
+    row, took = timed(f"node {host} degraded by prometheus",
+                      lambda: record(scheduled.status(), "node", host), DEGRADE_BUDGET_S)
+    assert took <= DEGRADE_BUDGET_S
+    [source] = row["sources"]
+    assert (row["state"], source["source"], source["rule"]) == ("degraded", "prometheus", "ib-symbol-errors")
+    # The control gang is gone, GPUs and reservation with it, before the next gang comes.
+    wait_for("the control gang's pods gone", lambda: not jobs.pods(before), timeout=60)
+    wait_for("the control gang's FabricPlacement gone", lambda: jobs.placement(before, "gang") is None,
+             timeout=60)
+
+    after = jobs.namespace()
+    try:
+        jobs.job(after, "gang", pods=3)
+        placed = jobs.placed(after, "gang", 3)
+        assert host not in placed, (host, placed)
+        # The healthy placement exists: the three other hosts, one rank each.
+        assert sorted(placed) == sorted(h for h in scheduled.hosts if h != host)
+        placement = wait_for("the next gang's FabricPlacement", lambda: jobs.placement(after, "gang"))
+        assert [r["node"] for r in placement["spec"]["ranks"]] == placed
+        assert record(scheduled.status(), "node", host) is not None  # still degraded while it ran
+    finally:
+        jobs.clean(after)

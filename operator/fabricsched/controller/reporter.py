@@ -17,7 +17,7 @@ from typing import Any
 
 from fabricsched import ids
 from fabricsched.api import topology as api
-from fabricsched.controller import events, metrics, state, status
+from fabricsched.controller import changes, events, metrics, state, status
 
 logger = logging.getLogger(__name__)
 
@@ -123,8 +123,8 @@ def forward_health(cluster: state.ClusterState, recorder: events.EventRecorder, 
                    clock: Callable[[], float]) -> Callable[[], None]:
     """Post an Event on the FabricTopology for every effective health change; returns unsubscribe."""
 
-    def on_change(change: state.Change) -> None:
-        if not isinstance(change, state.HealthChanged):
+    def on_change(change: changes.Change) -> None:
+        if not isinstance(change, changes.HealthChanged):
             return
         tf = cluster.topologies.get(change.topology)
         obj = cluster.objects.get(change.topology)

@@ -1,7 +1,7 @@
 """The operator's one in-memory view of the cluster, kept current by the kopf handlers.
 
 Flow: watch event -> ``apply_*``/``delete_*`` (thin, incremental) -> counters and change
-notifications -> readers take a ``TopologySnapshot`` (cached per generation) and run the
+notifications -> readers take a ``snapshots.TopologySnapshot`` (cached per generation) and run the
 pure engine on it. The extender runs in the same process and the same event loop, so there
 is no locking: call everything from the loop thread.
 
@@ -10,21 +10,21 @@ What is kept, and why it stays small at 10k nodes x 50k pods:
   status heartbeat compares equal and costs one dict lookup);
 - only pods that request an extended resource (a ``/`` in the name: GPUs), as
   ``k8s.PodUsage`` with labels and annotations cut down to the gang conventions;
-- Jobs as ``JobInfo`` (a handful of fields);
+- Jobs as ``changes.JobInfo`` (a handful of fields);
 - per node, the extended resources its active pods hold (updated on every pod change, so free
   GPUs never need a pass over all pods);
-- per FabricTopology, the free GPUs of every host of its current fabric (``_FreeMap``), moved
-  one node at a time as pods bind and end; rebuilt over all hosts only when the fabric itself
-  is rebuilt (nodes, labels, health, spec), which the scheduler's binds never cause;
+- per FabricTopology, the free GPUs of every host of its current fabric (``snapshots.FreeMap``),
+  moved one node at a time as pods bind and end; rebuilt over all hosts only when the fabric
+  itself is rebuilt (nodes, labels, health, spec), which the scheduler's binds never cause;
 - per FabricTopology, its spec, its nodes and a ``topology.health.HealthTracker``.
 
 Readers:
-- ``snapshot(name)`` -> ``TopologySnapshot`` (fabric + free GPUs + spec), made lazily per
+- ``snapshot(name)`` -> ``snapshots.TopologySnapshot`` (fabric + free GPUs + spec), made lazily per
   generation; its free-GPU map is shared with the state copy-on-write (a bind after the
   snapshot copies the map, one C-level dict copy, before moving it), so a snapshot after each
   bind costs no pass over the hosts and a snapshot kept across an ``await`` never changes;
 - ``pods``, ``jobs``, ``nodes``, ``topologies`` read-only mappings;
-- ``subscribe(callback)``: called synchronously with a ``Change`` after the state moved
+- ``subscribe(callback)``: called synchronously with a ``changes.Change`` after the state moved
   (pod bound or ended, job finished or deleted, element health changed, topology changed).
   Callbacks must be quick and must not call ``apply_*``; schedule async work instead.
 """
@@ -38,9 +38,9 @@ from typing import Any
 
 from fabricsched import ids
 from fabricsched.api import topology as api
-from fabricsched.controller import fabrics
+from fabricsched.controller import changes, fabrics, snapshots
 from fabricsched.telemetry import poller
-from fabricsched.topology import conflicts, fabric, health
+from fabricsched.topology import health
 from fabricsched.topology import nodes as k8s
 
 logger = logging.getLogger(__name__)
@@ -53,100 +53,6 @@ JobKey = tuple[str, str]
 
 _KEPT_LABEL_PREFIXES = ("fabricsched.io/", "batch.kubernetes.io/")
 _KEPT_LABELS = frozenset({"job-name", "controller-uid"})
-
-
-@dataclass(frozen=True)
-class JobInfo:
-    """What the gang logic needs of a batch/v1 Job."""
-
-    namespace: str
-    name: str
-    uid: str
-    parallelism: int
-    completions: int | None
-    completion_mode: str
-    """``NonIndexed`` or ``Indexed`` (ranks come from the completion index)."""
-    finished: bool
-    """A ``Complete`` or ``Failed`` condition is True: its plan can be released."""
-    deleted: bool = False
-    """``metadata.deletionTimestamp`` is set, or the delete event arrived."""
-
-    @property
-    def gang_size(self) -> int:
-        """min(parallelism, completions); parallelism alone for a work-queue Job."""
-        return self.parallelism if self.completions is None else min(self.parallelism, self.completions)
-
-    @classmethod
-    def from_manifest(cls, body: Mapping[str, Any]) -> JobInfo:
-        metadata = body.get("metadata") or {}
-        spec = body.get("spec") or {}
-        status = body.get("status") or {}
-        finished = any(
-            c.get("type") in ("Complete", "Failed") and c.get("status") == "True"
-            for c in status.get("conditions") or ()
-        )
-        completions = spec.get("completions")
-        return cls(
-            namespace=str(metadata.get("namespace") or "default"),
-            name=str(metadata["name"]),
-            uid=str(metadata.get("uid") or ""),
-            parallelism=int(spec.get("parallelism", 1) if spec.get("parallelism") is not None else 1),
-            completions=int(completions) if completions is not None else None,
-            completion_mode=str(spec.get("completionMode") or "NonIndexed"),
-            finished=finished,
-            deleted=bool(metadata.get("deletionTimestamp")),
-        )
-
-
-# --- change notifications ---------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class PodBound:
-    """A GPU pod got a node (``spec.nodeName`` set), first seen bound or newly bound."""
-
-    pod: k8s.PodUsage
-
-
-@dataclass(frozen=True)
-class PodEnded:
-    """A bound GPU pod stopped holding its node: finished, terminated, or deleted.
-
-    ``deleted`` tells a pod that is gone from one that still exists in a final phase.
-    """
-
-    pod: k8s.PodUsage
-    deleted: bool = False
-
-
-@dataclass(frozen=True)
-class JobFinished:
-    job: JobInfo
-
-
-@dataclass(frozen=True)
-class JobDeleted:
-    job: JobInfo
-
-
-@dataclass(frozen=True)
-class HealthChanged:
-    """An element's effective health changed (after hysteresis) in one topology."""
-
-    topology: ids.TopologyName
-    change: fabrics.HealthTransition
-
-
-@dataclass(frozen=True)
-class TopologyChanged:
-    """A FabricTopology was created, edited, deleted, or its set of nodes changed."""
-
-    topology: ids.TopologyName
-    deleted: bool = False
-
-
-Change = PodBound | PodEnded | JobFinished | JobDeleted | HealthChanged | TopologyChanged
-Subscriber = Callable[[Change], None]
 
 
 @dataclass(frozen=True)
@@ -163,45 +69,6 @@ class TopologyObject:
     """Why the spec was refused (Ready=False); None for a valid spec."""
 
 
-@dataclass(frozen=True)
-class TopologySnapshot:
-    """One topology as the engine sees it at one state generation. Immutable; share freely."""
-
-    name: ids.TopologyName
-    spec: api.FabricTopologySpec
-    fabric: fabric.Fabric
-    free_gpus: Mapping[ids.NodeName, int]
-    """Allocatable minus what active pods hold, per host of the fabric (never below 0)."""
-    conflicts: tuple[conflicts.ConflictInfo, ...]
-    """Nodes and domains left out of ``fabric``, and why."""
-    generation: int
-    """``ClusterState.generation`` when the snapshot was taken."""
-
-
-class _FreeMap:
-    """Free GPUs per host of one fabric, kept current as pods bind and end.
-
-    ``free`` is handed to snapshots as is; once one holds it (``shared``), the next change
-    copies it first, so a snapshot never sees a later bind.
-    """
-
-    def __init__(self, fab: fabric.Fabric, resource: str, free: dict[ids.NodeName, int]) -> None:
-        self.fabric = fab
-        """The fabric ``free`` was computed for: a new fabric (other hosts or GPU counts) means
-        a rebuild."""
-        self.resource = resource
-        self.free = free
-        self.shared = False
-
-    def set(self, node: ids.NodeName, value: int) -> None:
-        if self.free.get(node) == value:
-            return
-        if self.shared:
-            self.free = dict(self.free)
-            self.shared = False
-        self.free[node] = value
-
-
 class ClusterState:
     """Nodes, GPU pods, Jobs and FabricTopologies, updated incrementally.
 
@@ -213,7 +80,7 @@ class ClusterState:
         self._clock = clock
         self._nodes: dict[ids.NodeName, k8s.NodeInfo] = {}
         self._pods: dict[PodKey, k8s.PodUsage] = {}
-        self._jobs: dict[JobKey, JobInfo] = {}
+        self._jobs: dict[JobKey, changes.JobInfo] = {}
         self._job_uids: dict[tuple[str, str], JobKey] = {}
         """(namespace, uid) -> the Job holding that UID (pods name their Job by owner UID)."""
         self._used: dict[ids.NodeName, dict[str, int]] = {}
@@ -221,9 +88,9 @@ class ClusterState:
         """Topologies selecting each node (only nodes selected by at least one)."""
         self._fabrics: dict[ids.TopologyName, fabrics.TopologyFabric] = {}
         self._objects: dict[ids.TopologyName, TopologyObject] = {}
-        self._subscribers: list[Subscriber] = []
-        self._snapshots: dict[ids.TopologyName, TopologySnapshot] = {}
-        self._free: dict[ids.TopologyName, _FreeMap] = {}
+        self._subscribers: list[changes.Subscriber] = []
+        self._snapshots: dict[ids.TopologyName, snapshots.TopologySnapshot] = {}
+        self._free: dict[ids.TopologyName, snapshots.FreeMap] = {}
         self._synced = False
         self.generation = 0
         """Bumped by every change that can alter a snapshot (nodes, GPU pods, topologies, health)."""
@@ -249,12 +116,12 @@ class ClusterState:
 
     # --- subscription -------------------------------------------------------------------
 
-    def subscribe(self, callback: Subscriber) -> Callable[[], None]:
+    def subscribe(self, callback: changes.Subscriber) -> Callable[[], None]:
         """Call ``callback`` after each change; returns a function that unsubscribes."""
         self._subscribers.append(callback)
         return lambda: self._subscribers.remove(callback)
 
-    def _emit(self, change: Change) -> None:
+    def _emit(self, change: changes.Change) -> None:
         for callback in list(self._subscribers):
             try:
                 callback(change)
@@ -274,7 +141,7 @@ class ClusterState:
         return self._pods
 
     @property
-    def jobs(self) -> Mapping[JobKey, JobInfo]:
+    def jobs(self) -> Mapping[JobKey, changes.JobInfo]:
         return self._jobs
 
     @property
@@ -314,7 +181,7 @@ class ClusterState:
             return 0
         return max(0, info.gpus(resource) - self.used(node, resource))
 
-    def snapshot(self, name: ids.TopologyName) -> TopologySnapshot | None:
+    def snapshot(self, name: ids.TopologyName) -> snapshots.TopologySnapshot | None:
         """The topology at the current generation (None: unknown or invalid topology)."""
         cached = self._snapshots.get(name)
         if cached is not None and cached.generation == self.generation:
@@ -327,9 +194,11 @@ class ClusterState:
         held = self._free.get(name)
         if held is None or held.fabric is not built.fabric or held.resource != resource:
             free = {h: max(0, host.gpus - self.used(h, resource)) for h, host in built.fabric.hosts.items()}
-            held = self._free[name] = _FreeMap(built.fabric, resource, free)
+            held = self._free[name] = snapshots.FreeMap(built.fabric, resource, free)
         held.shared = True
-        snap = TopologySnapshot(name, tf.spec, built.fabric, held.free, tf.all_conflicts(), self.generation)
+        snap = snapshots.TopologySnapshot(
+            name, tf.spec, built.fabric, held.free, tf.all_conflicts(), self.generation
+        )
         self._snapshots[name] = snap
         return snap
 
@@ -364,11 +233,11 @@ class ClusterState:
             if tf is not None:
                 self._emit_health(tf.name, tf.place(info, name, claimants, now))
 
-    def _emit_health(self, topology: ids.TopologyName, changes: list[fabrics.HealthTransition]) -> None:
-        if changes:
+    def _emit_health(self, topology: ids.TopologyName, moved: list[fabrics.HealthTransition]) -> None:
+        if moved:
             self.generation += 1
-        for change in changes:
-            self._emit(HealthChanged(topology, change))
+        for change in moved:
+            self._emit(changes.HealthChanged(topology, change))
 
     # --- pods ---------------------------------------------------------------------------
 
@@ -394,9 +263,9 @@ class ClusterState:
                 self._hold(pod, +1)
             self.generation += 1
         if pod.node is not None and (old is None or old.node is None) and pod.active:
-            self._emit(PodBound(pod))
+            self._emit(changes.PodBound(pod))
         if was_active and not pod.active and old is not None:
-            self._emit(PodEnded(pod))
+            self._emit(changes.PodEnded(pod))
 
     def delete_pod(self, namespace: str, name: str) -> None:
         old = self._pods.get((namespace, name))
@@ -409,7 +278,7 @@ class ClusterState:
             self._hold(old, -1)
             self.generation += 1
         if old.node is not None:
-            self._emit(PodEnded(old, deleted=True))
+            self._emit(changes.PodEnded(old, deleted=True))
 
     def _hold(self, pod: k8s.PodUsage, sign: int) -> None:
         assert pod.node is not None
@@ -428,7 +297,7 @@ class ClusterState:
     # --- jobs ---------------------------------------------------------------------------
 
     def apply_job(self, body: Mapping[str, Any]) -> None:
-        job = JobInfo.from_manifest(body)
+        job = changes.JobInfo.from_manifest(body)
         key = (job.namespace, job.name)
         old = self._jobs.get(key)
         if old == job:
@@ -438,26 +307,26 @@ class ClusterState:
             self._unindex_job(old)
         self._job_uids.setdefault((job.namespace, job.uid), key)
         if old is not None and old.uid != job.uid:
-            self._emit(JobDeleted(replace(old, deleted=True)))
+            self._emit(changes.JobDeleted(replace(old, deleted=True)))
             old = None
         if job.finished and (old is None or not old.finished):
-            self._emit(JobFinished(job))
+            self._emit(changes.JobFinished(job))
         if job.deleted and (old is None or not old.deleted):
-            self._emit(JobDeleted(job))
+            self._emit(changes.JobDeleted(job))
 
     def delete_job(self, namespace: str, name: str) -> None:
         old = self._jobs.pop((namespace, name), None)
         if old is not None:
             self._unindex_job(old)
         if old is not None and not old.deleted:
-            self._emit(JobDeleted(replace(old, deleted=True)))
+            self._emit(changes.JobDeleted(replace(old, deleted=True)))
 
-    def job_by_uid(self, namespace: str, uid: str) -> JobInfo | None:
+    def job_by_uid(self, namespace: str, uid: str) -> changes.JobInfo | None:
         """The Job with that UID in ``namespace`` (pods name their Job by owner UID)."""
         key = self._job_uids.get((namespace, uid))
         return self._jobs.get(key) if key is not None else None
 
-    def _unindex_job(self, old: JobInfo) -> None:
+    def _unindex_job(self, old: changes.JobInfo) -> None:
         index = (old.namespace, old.uid)
         if self._job_uids.get(index) != (old.namespace, old.name):
             return
@@ -521,7 +390,7 @@ class ClusterState:
                 self._emit_health(other.name, other.place(info, node_name, claimants, now))
         if self._synced:
             self._emit_health(tname, tf.feed_all_nodes(self._nodes.values(), now) + tf.feed_links(now))
-        self._emit(TopologyChanged(tname))
+        self._emit(changes.TopologyChanged(tname))
 
     def delete_topology(self, name: str) -> None:
         tname = ids.TopologyName(name)
@@ -548,7 +417,7 @@ class ClusterState:
             for topology in rest:
                 other = self._fabrics[ids.TopologyName(topology)]
                 self._emit_health(other.name, other.place(self._nodes.get(node_name), node_name, rest, now))
-        self._emit(TopologyChanged(tname, deleted=True))
+        self._emit(changes.TopologyChanged(tname, deleted=True))
 
     # --- telemetry (fabricsched.telemetry feeds these) -----------------------------------
 

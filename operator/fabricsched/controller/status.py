@@ -14,7 +14,7 @@ from typing import Any
 
 from fabricsched import ids
 from fabricsched.api import topology as api
-from fabricsched.controller import fabrics, state, telemetry_feed
+from fabricsched.controller import fabrics, snapshots, state, telemetry_feed
 from fabricsched.topology import status as core_status
 
 Reserved = Callable[[ids.TopologyName], Mapping[ids.NodeName, int]]
@@ -22,7 +22,7 @@ Reserved = Callable[[ids.TopologyName], Mapping[ids.NodeName, int]]
 
 
 def compute(obj: state.TopologyObject, tf: fabrics.TopologyFabric | None,
-            snap: state.TopologySnapshot | None, now: float,
+            snap: snapshots.TopologySnapshot | None, now: float,
             reserved: Mapping[ids.NodeName, int] | None = None,
             options: core_status.StatusOptions | None = None) -> dict[str, Any]:
     """The full status to store for ``obj`` (camelCase wire form)."""

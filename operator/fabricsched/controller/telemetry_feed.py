@@ -15,7 +15,7 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 
 from fabricsched import ids
 from fabricsched.api import topology as api
-from fabricsched.controller import events, runtime, state
+from fabricsched.controller import changes, events, runtime, state
 from fabricsched.telemetry import poller, prometheus
 from fabricsched.topology import health
 from fabricsched.topology import status as core_status
@@ -100,8 +100,8 @@ async def run(rt: runtime.Runtime, client: prometheus.PrometheusClient | None = 
         while not rt.state.synced:
             await asyncio.sleep(poll_s)
 
-        def on_change(change: state.Change) -> None:
-            if isinstance(change, state.TopologyChanged):
+        def on_change(change: changes.Change) -> None:
+            if isinstance(change, changes.TopologyChanged):
                 supervisor.sync(_wanted(rt.state))
 
         unsubscribe = rt.state.subscribe(on_change)

@@ -18,7 +18,7 @@ from fabricsched.topology import fabric, nodes
 
 
 class JobView(Protocol):
-    """The fields of ``controller.state.JobInfo`` the gang logic reads."""
+    """The fields of ``controller.changes.JobInfo`` the gang logic reads."""
 
     @property
     def namespace(self) -> str: ...
@@ -37,7 +37,7 @@ class JobView(Protocol):
 
 
 class SnapshotView(Protocol):
-    """One topology at one state generation (``controller.state.TopologySnapshot``)."""
+    """One topology at one state generation (``controller.snapshots.TopologySnapshot``)."""
 
     @property
     def name(self) -> ids.TopologyName: ...

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -82,24 +82,44 @@ def make_app(decider: Decider, options: ServerOptions, observe: Observer | None 
     return app
 
 
+Answer = tuple[web.Response, str]
+"""A verb's response and its outcome for the observer (``ok`` or ``error``)."""
+
+
 class _Handlers:
+    """Both verbs share the frame (``_serve``): parse the body or answer 400, decide, time it,
+    tell the observer; each verb says only how it decides and how it fails."""
+
     def __init__(self, decider: Decider, observe: Observer) -> None:
         self._decider = decider
         self._observe = observe
 
     async def filter(self, request: web.Request) -> web.Response:
+        return await self._serve("filter", request, self._filter)
+
+    async def prioritize(self, request: web.Request) -> web.Response:
+        return await self._serve("prioritize", request, self._prioritize)
+
+    async def _serve(
+        self, verb: str, request: web.Request, decide: Callable[[wire.ExtenderArgs], Awaitable[Answer]]
+    ) -> web.Response:
         started = time.perf_counter()
         try:
             args = await _args(request)
         except BadRequest as e:
-            self._observe("filter", time.perf_counter() - started, "bad-request")
-            return _error(400, str(e))
+            response, outcome = _error(400, str(e)), "bad-request"
+        else:
+            response, outcome = await decide(args)
+        self._observe(verb, time.perf_counter() - started, outcome)
+        return response
+
+    async def _filter(self, args: wire.ExtenderArgs) -> Answer:
         try:
             answer = await self._decider.filter(args.pod, args.candidate_names())
         except Exception as e:
             logger.exception("filter failed for pod %s", _pod_name(args.pod))
-            self._observe("filter", time.perf_counter() - started, "error")
-            return _json(wire.ExtenderFilterResult.failure(f"fabricsched filter failed: {e}").to_wire())
+            failure = wire.ExtenderFilterResult.failure(f"fabricsched filter failed: {e}")
+            return _json(failure.to_wire()), "error"
         if answer.error:
             body = _dumps(wire.ExtenderFilterResult.failure(answer.error).to_wire())
         elif args.node_cache_capable or args.nodes is None:
@@ -109,25 +129,16 @@ class _Handlers:
                 wire.ExtenderFilterResult.answering(args, answer.passed, answer.failed, answer.unresolvable)
                 .to_wire()
             )
-        self._observe("filter", time.perf_counter() - started, "ok")
-        return _body(body)
+        return _body(body), "ok"
 
-    async def prioritize(self, request: web.Request) -> web.Response:
-        started = time.perf_counter()
-        try:
-            args = await _args(request)
-        except BadRequest as e:
-            self._observe("prioritize", time.perf_counter() - started, "bad-request")
-            return _error(400, str(e))
+    async def _prioritize(self, args: wire.ExtenderArgs) -> Answer:
         try:
             scores = self._decider.prioritize(args.pod, args.candidate_names())
         except Exception:
             # A prioritize failure only loses our preference; the filter already steered.
             logger.exception("prioritize failed for pod %s", _pod_name(args.pod))
-            self._observe("prioritize", time.perf_counter() - started, "error")
-            return _error(500, "fabricsched prioritize failed")
-        self._observe("prioritize", time.perf_counter() - started, "ok")
-        return _body(encode_scores(scores))
+            return _error(500, "fabricsched prioritize failed"), "error"
+        return _body(encode_scores(scores)), "ok"
 
 
 def encode_filter(passed: list[str], failed: Mapping[str, str], unresolvable: Mapping[str, str]) -> bytes:

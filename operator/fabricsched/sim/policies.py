@@ -82,15 +82,18 @@ class EnginePolicy:
         return decision if isinstance(decision, patience.Wait) else result.ranks
 
 
-class _Usable:
-    """Hosts a blind policy may use in one snapshot, cached until the fabric is rebuilt."""
+class _Blind:
+    """What the blind baselines share: seeded randomness, and the hosts they may use in one
+    snapshot (cached until the fabric is rebuilt)."""
 
-    def __init__(self) -> None:
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
         self._snapshot: fabric.Fabric | None = None
         self._single: list[fabric.Host] = []
         self._gang: list[fabric.Host] = []
 
-    def hosts(self, snapshot: fabric.Fabric, pods: int) -> list[fabric.Host]:
+    def usable(self, snapshot: fabric.Fabric, pods: int) -> list[fabric.Host]:
+        """Hosts that are not down; for a gang of several pods, not under a down uplink either."""
         if snapshot is not self._snapshot:
             down_domains = {key for key, d in snapshot.domains.items() if d.uplink_health <= 0}
             # Name order, not the mapping's: that one may follow set iteration (hash-seeded),
@@ -103,7 +106,7 @@ class _Usable:
         return self._single if pods == 1 else self._gang
 
 
-class DefaultPolicy:
+class DefaultPolicy(_Blind):
     """The kube-scheduler's default scoring, one pod at a time.
 
     NodeResourcesFit with LeastAllocated: integer score 0-100 of the GPU fraction left free after
@@ -113,10 +116,6 @@ class DefaultPolicy:
     """
 
     name = "default"
-
-    def __init__(self, seed: int) -> None:
-        self.rng = random.Random(seed)
-        self._usable = _Usable()
 
     def place(
         self,
@@ -129,7 +128,7 @@ class DefaultPolicy:
         g = job.gpus_per_pod
         left: dict[ids.NodeName, int] = {}
         buckets: dict[int, list[fabric.Host]] = {}
-        for host in self._usable.hosts(snapshot, job.pods):
+        for host in self.usable(snapshot, job.pods):
             have = free[host.name]
             if have >= g:
                 left[host.name] = have
@@ -153,14 +152,10 @@ class DefaultPolicy:
         return tuple(ranks)
 
 
-class RandomPolicy:
+class RandomPolicy(_Blind):
     """Each pod on a host drawn uniformly among those with room: the no-information floor."""
 
     name = "random"
-
-    def __init__(self, seed: int) -> None:
-        self.rng = random.Random(seed)
-        self._usable = _Usable()
 
     def place(
         self,
@@ -171,7 +166,7 @@ class RandomPolicy:
         waited_s: float,
     ) -> Ranks | None:
         g = job.gpus_per_pod
-        left = {h.name: free[h.name] for h in self._usable.hosts(snapshot, job.pods) if free[h.name] >= g}
+        left = {h.name: free[h.name] for h in self.usable(snapshot, job.pods) if free[h.name] >= g}
         room = list(left)
         ranks: list[ids.NodeName] = []
         for _ in range(job.pods):

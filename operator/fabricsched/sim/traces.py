@@ -15,6 +15,8 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from fabricsched.sim import records
+
 DEFAULT_MIX = "1x1:8,1x2:4,1x4:4,1x8:14,2x8:14,4x8:18,4x8@leaf:4,8x8:14,16x8:10,32x8:3,64x8:1"
 """``PODSxGPUS[@TIER]:WEIGHT``, weights by job count; ``@leaf`` marks a required tier."""
 
@@ -105,17 +107,7 @@ def parse_duration(text: str) -> DurationDist:
     return DurationDist(kind, tuple(sorted(params.items())))
 
 
-@dataclass(frozen=True)
-class TraceJob:
-    name: str
-    submit_s: float
-    pods: int
-    gpus_per_pod: int
-    duration_s: float
-    required_tier: str | None
-
-
-def generate(options: TraceOptions) -> list[TraceJob]:
+def generate(options: TraceOptions) -> list[records.Job]:
     """Jobs drawn from the mix, arriving as a Poisson process at the offered load.
 
     Sizes and durations are drawn first; the arrival horizon T is then the total work over
@@ -141,19 +133,20 @@ def generate(options: TraceOptions) -> list[TraceJob]:
     horizon = work / (options.load * options.total_gpus)
     gap = horizon / options.jobs
     width = len(str(options.jobs))
-    jobs: list[TraceJob] = []
+    jobs: list[records.Job] = []
     now = 0.0
     for i, (shape, duration) in enumerate(zip(shapes, durations, strict=True)):
-        jobs.append(TraceJob(f"job-{i:0{width}d}", round(now, 1), shape.pods, shape.gpus_per_pod,
-                             round(duration, 1), shape.required_tier))
+        jobs.append(records.Job(f"job-{i:0{width}d}", round(now, 1), shape.pods, shape.gpus_per_pod,
+                                round(duration, 1), shape.required_tier))
         now += rng.expovariate(1.0 / gap)
     return jobs
 
 
-def to_csv(jobs: Sequence[TraceJob]) -> str:
+def to_csv(jobs: Sequence[records.Job]) -> str:
+    """The job trace file ``records.read_jobs`` reads back."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(["name", "submit_s", "pods", "gpus_per_pod", "duration_s", "required_tier"])
+    writer.writerow(records.JOB_COLUMNS)
     for j in jobs:
         writer.writerow([j.name, j.submit_s, j.pods, j.gpus_per_pod, j.duration_s, j.required_tier or ""])
     return out.getvalue()

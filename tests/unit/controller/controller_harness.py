@@ -10,21 +10,10 @@ import copy
 from typing import Any
 
 import builders
-from fabricsched.controller import state
+from fabricsched.controller import changes, state
+from timing import Clock
 
-START = 1_700_000_000.0
 RECOVER_S = 3
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = START
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
 
 
 def topology_body(name: str = "ib", generation: int = 1, uid: str = "uid-ib",
@@ -54,7 +43,7 @@ class Harness:
     def __init__(self) -> None:
         self.clock = Clock()
         self.state = state.ClusterState(self.clock)
-        self.changes: list[state.Change] = []
+        self.changes: list[changes.Change] = []
         self.state.subscribe(self.changes.append)
 
     def fabric(self, leaves: dict[str, int], spine: str = "s1") -> list[str]:
@@ -67,5 +56,5 @@ class Harness:
                 names.append(name)
         return names
 
-    def of(self, kind: type[state.Change]) -> list[Any]:
+    def of(self, kind: type[changes.Change]) -> list[Any]:
         return [c for c in self.changes if isinstance(c, kind)]

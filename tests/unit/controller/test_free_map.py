@@ -10,14 +10,14 @@ from hypothesis import strategies as st
 
 import builders
 from fabricsched import ids
-from fabricsched.controller import state
+from fabricsched.controller import snapshots
 
 IB = ids.TopologyName("ib")
 GPU = "nvidia.com/gpu"
 NODES = [f"{leaf}-h{i}" for leaf in ("l1", "l2") for i in range(3)]
 
 
-def snap(h: Harness) -> state.TopologySnapshot:
+def snap(h: Harness) -> snapshots.TopologySnapshot:
     found = h.state.snapshot(IB)
     assert found is not None
     return found
@@ -62,7 +62,7 @@ def test_the_free_map_equals_a_fresh_count_after_any_sequence_of_changes(ops: li
     for name in NODES:
         h.state.apply_node(gpu_node(name, leaf=name[:2]).build())
     h.state.mark_synced()
-    kept: list[tuple[state.TopologySnapshot, dict[ids.NodeName, int]]] = []
+    kept: list[tuple[snapshots.TopologySnapshot, dict[ids.NodeName, int]]] = []
     generation = 1
     for op in ops:
         kind = op[0]

@@ -11,9 +11,9 @@ from typing import Any
 
 import aiohttp
 import pytest
-from controller_harness import Clock
 
 from fabricsched.controller import commands, events, health_server, metrics, runtime, state
+from timing import Clock
 
 REF = events.ObjectRef("fabricsched.io/v1alpha1", "FabricTopology", "ib", "uid-ib")
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from controller_harness import RECOVER_S, START, Harness, gpu_node, topology_body
+from controller_harness import RECOVER_S, Harness, gpu_node, topology_body
 
 import builders
 from fabricsched import ids
-from fabricsched.controller import state
+from fabricsched.controller import changes
 from fabricsched.topology import fabric
+from timing import START
 
 IB = ids.TopologyName("ib")
 
@@ -43,33 +44,33 @@ def test_bound_gpu_pod_lowers_free_gpus_and_notifies(synced: Harness) -> None:
     pod = builders.make_pod("p", "train").gpus(6).on("l1-h0")
     synced.state.apply_pod(pod.build())
     assert free(synced, "l1-h0") == 2
-    assert [c.pod.name for c in synced.of(state.PodBound)] == ["p"]
+    assert [c.pod.name for c in synced.of(changes.PodBound)] == ["p"]
     synced.state.apply_pod(pod.phase("Succeeded").build())
     assert free(synced, "l1-h0") == 8
-    ended = synced.of(state.PodEnded)
+    ended = synced.of(changes.PodEnded)
     assert [(c.pod.name, c.deleted) for c in ended] == [("p", False)]
 
 
 def test_pending_pod_holds_nothing_until_bound(synced: Harness) -> None:
     pod = builders.make_pod("p", "train").gpus(8)
     synced.state.apply_pod(pod.build())
-    assert free(synced, "l1-h1") == 8 and not synced.of(state.PodBound)
+    assert free(synced, "l1-h1") == 8 and not synced.of(changes.PodBound)
     synced.state.apply_pod(pod.on("l1-h1").build())
-    assert free(synced, "l1-h1") == 0 and len(synced.of(state.PodBound)) == 1
+    assert free(synced, "l1-h1") == 0 and len(synced.of(changes.PodBound)) == 1
 
 
 def test_deleting_a_bound_pod_frees_its_gpus(synced: Harness) -> None:
     synced.state.apply_pod(builders.make_pod("p", "train").gpus(4).on("l2-h0").build())
     synced.state.delete_pod("train", "p")
     assert free(synced, "l2-h0") == 8
-    assert [(c.pod.name, c.deleted) for c in synced.of(state.PodEnded)] == [("p", True)]
+    assert [(c.pod.name, c.deleted) for c in synced.of(changes.PodEnded)] == [("p", True)]
     assert ("train", "p") not in synced.state.pods
 
 
 def test_pods_without_gpu_requests_are_not_kept(synced: Harness) -> None:
     synced.state.apply_pod(builders.make_pod("web", "apps").on("l1-h0").build())
     assert synced.state.pods == {}
-    assert not synced.of(state.PodBound)
+    assert not synced.of(changes.PodBound)
 
 
 def test_kept_pods_carry_only_gang_labels_and_annotations(synced: Harness) -> None:
@@ -102,15 +103,15 @@ def test_jobs_report_finished_and_deleted_once(synced: Harness) -> None:
     synced.state.apply_job(job_body(finished="Complete"))
     synced.state.apply_job(job_body(finished="Complete"))
     synced.state.delete_job("train", "j")
-    assert [c.job.name for c in synced.of(state.JobFinished)] == ["j"]
-    deleted = synced.of(state.JobDeleted)
+    assert [c.job.name for c in synced.of(changes.JobFinished)] == ["j"]
+    deleted = synced.of(changes.JobDeleted)
     assert len(deleted) == 1 and deleted[0].job.deleted
 
 
 def test_a_recreated_job_ends_the_old_one(synced: Harness) -> None:
     synced.state.apply_job(job_body(uid="old"))
     synced.state.apply_job(job_body(uid="new"))
-    assert [c.job.uid for c in synced.of(state.JobDeleted)] == ["old"]
+    assert [c.job.uid for c in synced.of(changes.JobDeleted)] == ["old"]
     assert synced.state.jobs[("train", "j")].uid == "new"
 
 
@@ -125,7 +126,7 @@ def test_condition_degrades_at_once_and_recovers_after_the_wait(synced: Harness)
     synced.clock.advance(1)
     synced.state.tick()
     assert synced.state.topologies[IB].health() == {}
-    kinds = [c.change.kind for c in synced.of(state.HealthChanged)]
+    kinds = [c.change.kind for c in synced.of(changes.HealthChanged)]
     assert kinds == ["degraded", "recovering", "recovered"]
 
 
@@ -158,7 +159,7 @@ def test_invalid_spec_has_no_fabric_and_a_reason(harness: Harness) -> None:
 
 
 def test_broken_subscriber_does_not_stop_updates(synced: Harness) -> None:
-    def broken(_: state.Change) -> None:
+    def broken(_: changes.Change) -> None:
         raise RuntimeError("boom")
 
     synced.state.subscribe(broken)
@@ -190,7 +191,7 @@ def test_restart_resumes_a_recovery_wait(harness: Harness, topology_first: bool)
     harness.state.mark_synced()
     record = harness.state.topologies[IB].health()
     assert [(e.name, r.recovering_since) for e, r in record.items()] == [("l1-h0", START - 1)]
-    assert not harness.of(state.HealthChanged)  # nothing changed: no Event on restart
+    assert not harness.of(changes.HealthChanged)  # nothing changed: no Event on restart
     harness.clock.advance(1.5)
     harness.state.tick()
     assert harness.state.topologies[IB].health() != {}
@@ -208,4 +209,4 @@ def test_restart_keeps_a_degraded_node_degraded_since_the_old_time(harness: Harn
     harness.state.tick()
     (record,) = harness.state.topologies[IB].health().values()
     assert (record.since, record.recovering_since) == (START - 20, None)
-    assert not harness.of(state.HealthChanged)
+    assert not harness.of(changes.HealthChanged)

@@ -22,21 +22,10 @@ from fabricsched import ids
 from fabricsched.controller import state as cluster_state
 from fabricsched.extender import coordinator, placements, reservations
 from fabricsched.topology import nodes
+from timing import Clock
 
 TOPOLOGY = "ib-east"
 LAYOUT = {"s1": ("l1", "l2"), "s2": ("l3", "l4")}
-START = 1_700_000_000.0
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = START
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
 
 
 class MemoryStore:

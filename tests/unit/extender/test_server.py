@@ -173,3 +173,49 @@ def test_a_scheduler_without_node_cache_gets_the_passed_node_objects_back() -> N
         assert body["FailedNodes"] == {"n2": "outside gang train/a's leaf l1"}
 
     with_client(check)
+
+
+class Failing(Fixed):
+    """A decider whose every call raises (the server must still answer and count an error)."""
+
+    async def filter(
+        self, manifest: Mapping[str, Any], node_names: Sequence[str]
+    ) -> coordinator.FilterAnswer:
+        raise RuntimeError("book unavailable")
+
+    def prioritize(self, manifest: Mapping[str, Any], node_names: Sequence[str]) -> list[tuple[str, int]]:
+        raise RuntimeError("book unavailable")
+
+
+@pytest.mark.parametrize(
+    ("verb", "decider", "body", "status", "outcome"),
+    [
+        ("filter", Fixed(), args(), 200, "ok"),
+        ("prioritize", Fixed(), args(), 200, "ok"),
+        ("filter", Fixed(), {"Pod": {}}, 400, "bad-request"),
+        ("prioritize", Fixed(), [1, 2], 400, "bad-request"),
+        ("filter", Failing(), args(), 200, "error"),
+        ("prioritize", Failing(), args(), 500, "error"),
+    ],
+    ids=[
+        "a decided filter is observed as ok",
+        "a decided prioritize is observed as ok",
+        "a filter body without nodes is observed as a bad request",
+        "a prioritize body that is not an object is observed as a bad request",
+        "a failed filter still answers 200 with the error and is observed as an error",
+        "a failed prioritize answers 500 and is observed as an error",
+    ],
+)
+def test_every_call_is_observed_once_with_its_verb_and_outcome(
+    verb: str, decider: server.Decider, body: Any, status: int, outcome: str
+) -> None:
+    seen: list[tuple[str, float, str]] = []
+
+    async def main() -> int:
+        app = server.make_app(decider, server.ServerOptions(), lambda *call: seen.append(call))
+        async with test_utils.TestClient(test_utils.TestServer(app)) as client:
+            return (await client.post(f"/{verb}", json=body)).status
+
+    assert asyncio.run(main()) == status
+    assert [(v, o) for v, _, o in seen] == [(verb, outcome)]
+    assert seen[0][1] >= 0

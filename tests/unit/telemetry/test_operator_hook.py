@@ -10,21 +10,13 @@ from typing import Any
 
 import builders
 from fabricsched import ids
-from fabricsched.controller import events, metrics, runtime, state, status, telemetry_feed
+from fabricsched.controller import changes, events, metrics, runtime, state, status, telemetry_feed
 from fabricsched.telemetry import poller
 from fabricsched.topology import fabric, health
+from timing import Clock
 
-T0 = 1_700_000_000.0
 IB = ids.TopologyName("ib")
 H1 = health.ElementId.node("h1")
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def topology_body(prometheus: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -72,12 +64,12 @@ def conditions(rt: runtime.Runtime) -> dict[str, dict[str, Any]]:
 
 def test_fed_findings_degrade_the_host_in_the_snapshot_and_tell_subscribers() -> None:
     rt, _ = make_runtime()
-    seen: list[state.Change] = []
+    seen: list[changes.Change] = []
     rt.state.subscribe(seen.append)
     rt.state.feed_telemetry(IB, [finding()])
     snap = rt.state.snapshot(IB)
     assert snap is not None and snap.fabric.hosts[ids.NodeName("h1")].state is fabric.HealthState.DEGRADED
-    [change] = [c for c in seen if isinstance(c, state.HealthChanged)]
+    [change] = [c for c in seen if isinstance(c, changes.HealthChanged)]
     assert change.change.element == H1 and change.change.sources[0].rule == "errors"
     [row] = compute(rt)["degraded"]
     assert row["sources"] == [{"source": "prometheus", "reason": "prometheus rule errors: 7 > 0",

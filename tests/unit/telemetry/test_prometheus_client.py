@@ -16,7 +16,7 @@ from fabricsched.telemetry import prometheus
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-def query_against(handler: Handler, promql: str = "up") -> Any:
+def query_against(handler: Handler, promql: str = "up", timeout_s: float = 2.0) -> Any:
     """Serve ``handler`` at /api/v1/query on a free loopback port and run one query; returns the
     samples or the raised TelemetryError."""
     async def main() -> Any:
@@ -26,7 +26,7 @@ def query_against(handler: Handler, promql: str = "up") -> Any:
         await server.start_server()
         try:
             async with prometheus.PrometheusClient() as client:
-                return await client.query(str(server.make_url("/")), promql, 2.0)
+                return await client.query(str(server.make_url("/")), promql, timeout_s)
         except prometheus.TelemetryError as e:
             return e
         finally:
@@ -99,20 +99,8 @@ def test_a_server_slower_than_the_timeout_is_unreachable_and_says_so() -> None:
         await asyncio.sleep(1)
         return web.json_response({})
 
-    async def main() -> prometheus.TelemetryError:
-        app = web.Application()
-        app.router.add_route("*", "/api/v1/query", handler)
-        server = test_utils.TestServer(app, host="127.0.0.1")
-        await server.start_server()
-        try:
-            async with prometheus.PrometheusClient() as client:
-                with pytest.raises(prometheus.TelemetryError) as info:
-                    await client.query(str(server.make_url("/")), "up", 0.2)
-                return info.value
-        finally:
-            await server.close()
-
-    error = asyncio.run(main())
+    error = query_against(handler, timeout_s=0.2)
+    assert isinstance(error, prometheus.TelemetryError)
     assert (error.kind, error.message.endswith("timed out")) == ("unreachable", True)
 
 
