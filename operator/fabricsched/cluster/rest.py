@@ -13,6 +13,7 @@ import json
 import ssl
 import tempfile
 import threading
+import time
 import urllib.parse
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,10 @@ def _ssl_context(creds: kubeconfig.Credentials) -> ssl.SSLContext:
     return context
 
 
+IDLE_REOPEN_S = 15.0
+"""A kept-alive connection idle for longer is reopened before use (servers close idle ones)."""
+
+
 class Client:
     """Thread-safe: each thread keeps its own connection to the API server."""
 
@@ -58,6 +63,11 @@ class Client:
 
     def _connection(self) -> http.client.HTTPSConnection:
         conn: http.client.HTTPSConnection | None = getattr(self._local, "conn", None)
+        if conn is not None and time.monotonic() - getattr(self._local, "used_at", 0.0) > IDLE_REOPEN_S:
+            # Reopen rather than race the server's idle timeout: a request written into a socket
+            # the server is closing fails with an EOF that says nothing about the request.
+            conn.close()
+            conn = None
         if conn is None:
             conn = http.client.HTTPSConnection(
                 self._host, self._port, context=self._context, timeout=self._timeout
@@ -83,6 +93,7 @@ class Client:
                 conn.request(method, path, body=payload, headers=headers)
                 response = conn.getresponse()
                 raw = response.read()
+                self._local.used_at = time.monotonic()
                 break
             except (http.client.HTTPException, ConnectionError, ssl.SSLEOFError):
                 # A kept-alive connection the server closed (over TLS that can surface as an

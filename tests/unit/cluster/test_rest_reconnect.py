@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import http.client
 import ssl
+import time
 from typing import Any
 
 import pytest
@@ -67,3 +68,13 @@ def test_a_second_failure_in_a_row_is_raised() -> None:
     client = _ScriptedClient([_Connection(ConnectionResetError()), _Connection(ConnectionResetError())])
     with pytest.raises(ConnectionResetError):
         client.call("GET", "/api/v1/namespaces/default")
+
+
+def test_a_connection_idle_past_the_limit_is_reopened_before_use() -> None:
+    client = rest.Client(kubeconfig.Credentials("https://127.0.0.1:6443", None, None, None, "t"))
+    first = client._connection()
+    client._local.used_at = time.monotonic()
+    assert client._connection() is first
+    client._local.used_at = time.monotonic() - rest.IDLE_REOPEN_S - 1
+    assert client._connection() is not first
+    client.close()
