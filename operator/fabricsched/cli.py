@@ -1,4 +1,4 @@
-"""The ``fabricsched`` command: ``run``, ``cluster up|down``, ``simulate``, ``trace generate``."""
+"""fabricsched: topology- and health-aware placement of GPU training gangs on InfiniBand/RoCE fabrics."""
 
 from __future__ import annotations
 
