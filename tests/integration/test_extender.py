@@ -126,9 +126,17 @@ class Fabric:
         return new_namespace(self.api, "x")
 
     def job(
-        self, namespace: str, name: str, pods: int, gpus: int = 8, annotations: dict[str, str] | None = None
+        self,
+        namespace: str,
+        name: str,
+        pods: int,
+        gpus: int = 8,
+        annotations: dict[str, str] | None = None,
+        placement: dict[str, Any] | None = None,
     ) -> None:
-        template = {"metadata": {"annotations": annotations or {}}, "spec": trainer_spec(gpus)}
+        """An Indexed Job; ``placement`` is merged into the pod spec (nodeSelector, affinity)."""
+        spec = {**trainer_spec(gpus), **(placement or {})}
+        template = {"metadata": {"annotations": annotations or {}}, "spec": spec}
         body = {
             "apiVersion": "batch/v1",
             "kind": "Job",
@@ -372,3 +380,58 @@ def test_no_reservation_is_lost_over_a_sigkill_and_a_host_degraded_meanwhile_is_
     finally:
         fabric.label_health(degraded, None)
     print(json.dumps({"planned": planned, "b": placed_b}))
+
+
+def test_a_gang_held_for_locality_waits_with_an_event_then_lands_in_one_leaf(fabric: Fabric, ns: str) -> None:
+    """``block`` runs split 2 + 2 over the two leaves of one spine; ``g`` (4 ranks, that spine
+    only, locality-wait 600s) could only split the same way next to its traffic (1.33x against
+    a floor of 1.00x), so it waits; when ``block`` is gone it lands in one leaf."""
+    spine = sorted(set(fabric.spine_of.values()))[0]
+    leaves = sorted({fabric.leaf_of[n] for n, s in fabric.spine_of.items() if s == spine})
+    hosts = {leaf: sorted(n for n, at in fabric.leaf_of.items() if at == leaf) for leaf in leaves}
+    blocking = hosts[leaves[0]][:2] + hosts[leaves[1]][:2]
+    only = {"key": "kubernetes.io/hostname", "operator": "In", "values": blocking}
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [only]}]}}}
+    fabric.job(ns, "block", pods=4, placement={"affinity": affinity})
+    assert sorted(fabric.placed(ns, "block", 4)) == sorted(blocking)
+
+    fabric.job(
+        ns, "g", pods=4, annotations={"fabricsched.io/locality-wait": "600s"},
+        placement={"nodeSelector": {samples.TOPOGRAPH.spine: spine}},
+    )
+
+    def waiting() -> dict[str, Any] | None:
+        items = fabric.api.call("GET", f"/api/v1/namespaces/{ns}/events")["items"]
+        return next((e for e in items if e["reason"] == "FabricWaitingForLocality"), None)
+
+    event = wait_for("an Event saying gang g waits for locality", waiting, timeout=60)
+    assert "within 5% of its floor 1.00x: best now 1.33x" in event["message"], event["message"]
+    assert fabric.placement(ns, "g") is None
+    held = [p for p in fabric.pods(ns) if p["metadata"]["name"].startswith("g-")]
+    assert held and not any(p["spec"].get("nodeName") for p in held)
+
+    # The blocking gang ends. The kube-scheduler drops finished pods from its view at once (a
+    # cluster event: it retries the held pods), while the extender keeps the gang's ranks for
+    # replacement pods until its Job completes: the retry still waits. The Job's completion is
+    # no scheduler event, so the next retry comes with the next cluster event, or at the latest
+    # after podMaxInUnschedulablePodsDuration (5 min): a node label stands for that event here.
+    for pod in fabric.pods(ns):
+        if pod["metadata"]["name"].startswith("block-"):
+            stand_in_kubelet.set_pod_phase(fabric.api, ns, pod["metadata"]["name"], "Succeeded")
+    wait_for(
+        "gang block released",
+        lambda: (p := fabric.placement(ns, "block")) is not None and p["status"]["phase"] == "Released",
+        timeout=60,
+    )
+    nudged = hosts[leaves[0]][0]
+    patch = {"metadata": {"labels": {"fabricsched.test/nudge": "1"}}}
+    fabric.api.call("PATCH", f"/api/v1/nodes/{nudged}", patch, rest.MERGE_PATCH)
+    try:
+        placed = fabric.placed(ns, "g", 4)
+    finally:
+        patch = {"metadata": {"labels": {"fabricsched.test/nudge": None}}}
+        fabric.api.call("PATCH", f"/api/v1/nodes/{nudged}", patch, rest.MERGE_PATCH)
+    assert len({fabric.leaf_of[n] for n in placed}) == 1, placed
+    planned = fabric.placement(ns, "g")
+    assert planned is not None and planned["status"]["commSlowdown"] == 1.0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import os
 import sys
 from collections.abc import Mapping
@@ -12,6 +13,8 @@ from pathlib import Path
 from fabricsched.controller import health_server, kube, logs, runtime
 
 _DEFAULTS = runtime.Options(kubeconfig=None)
+LOCALITY_MODULE = "fabricsched.extender.locality"
+"""Parses the locality flags; loaded by name (the controller does not import the extender)."""
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -35,6 +38,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                      help="log line format (default: %(default)s)")
     run.add_argument("--status-interval", type=float, default=_DEFAULTS.status_interval_s, metavar="SECONDS",
                      help="least time between two status writes of one FabricTopology (default: %(default)s)")
+    run.add_argument("--locality-wait", default=_DEFAULTS.locality_wait, metavar="DURATION",
+                     help="hold a gang whose best placement now is more than --locality-tolerance above "
+                          "its floor for up to DURATION (600s, 10m, 1h) waiting for a better one; a "
+                          "gang's fabricsched.io/locality-wait annotation overrides it (default: "
+                          "%(default)s = off; see docs/extender.md)")
+    run.add_argument("--locality-tolerance", type=float, default=_DEFAULTS.locality_tolerance,
+                     metavar="FRACTION",
+                     help="a placement within floor x (1 + FRACTION) starts at once (default: %(default)s)")
     run.add_argument("--verbose", action="store_true", help="debug logs, kopf's included")
     run.set_defaults(handler=_run)
 
@@ -63,6 +74,7 @@ def options_from(args: argparse.Namespace) -> runtime.Options:
             raise ValueError(f"{flag}: {e}") from e
     if not args.status_interval > 0:
         raise ValueError("--status-interval must be greater than 0")
+    check_locality(args.locality_wait, args.locality_tolerance)
     return runtime.Options(
         kubeconfig=kubeconfig,
         health_address=args.health_address,
@@ -71,7 +83,20 @@ def options_from(args: argparse.Namespace) -> runtime.Options:
         events_namespace=args.events_namespace,
         log_format=args.log_format,
         status_interval_s=args.status_interval,
+        locality_wait=args.locality_wait,
+        locality_tolerance=args.locality_tolerance,
     )
+
+
+def check_locality(wait: str, tolerance: float) -> None:
+    """Fail at the command line on a locality flag the extender would refuse at start."""
+    try:
+        parser = importlib.import_module(LOCALITY_MODULE)
+    except ModuleNotFoundError as e:
+        if e.name != LOCALITY_MODULE:
+            raise
+        return  # no extender installed: nothing reads these flags
+    parser.cluster_default(wait, tolerance)
 
 
 def _run(args: argparse.Namespace) -> int:

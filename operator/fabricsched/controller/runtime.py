@@ -36,6 +36,11 @@ class Options:
     """At most one status PATCH per FabricTopology per this many seconds."""
     tick_interval_s: float = 1.0
     """How often due health recoveries are applied (the hysteresis clock)."""
+    locality_wait: str = "0s"
+    """The extender's default wait for locality, a duration as given (``10m``); ``0s`` = off.
+    The extender parses it (``extender.locality``): the feature is the extender's."""
+    locality_tolerance: float = 0.05
+    """A plan within floor x (1 + tolerance) starts at once (with the wait on)."""
 
 
 @dataclass

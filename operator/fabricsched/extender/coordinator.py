@@ -4,8 +4,10 @@ Where it sits in the flow: the kube-scheduler sends a pod and the nodes that fit
 (``server``) -> ``Coordinator.filter`` identifies the gang (``gangs``), plans it on the first
 pod (``planning`` -> the engine), holds the plan in the book (``reservations``) and writes it
 as a FabricPlacement (``placements``) -> every pod of the gang is steered to its rank's node.
-Cluster changes (pods bound or ended, Jobs finished) arrive through the state's
-subscription and move the book; a housekeeping tick expires idle reservations.
+A gang that opted in to waiting for locality may be held before its plan is reserved
+(``locality``: the engine's own decision, as in the simulator). Cluster changes (pods bound or
+ended, Jobs finished) arrive through the state's subscription and move the book; a
+housekeeping tick expires idle reservations.
 
 Every call runs on the event loop thread, as the cluster state requires.
 """
@@ -20,8 +22,8 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from fabricsched import ids
-from fabricsched.extender import gangs, placements, planning, ports, reservations, verdicts
-from fabricsched.placement import request
+from fabricsched.extender import gangs, locality, placements, planning, ports, reservations, verdicts
+from fabricsched.placement import patience, request
 from fabricsched.topology import nodes
 
 logger = logging.getLogger(__name__)
@@ -33,6 +35,9 @@ OTHER_SCORE = 0
 @dataclass(frozen=True)
 class CoordinatorOptions:
     placement: request.PlacementOptions = field(default_factory=request.PlacementOptions)
+    """The engine's options; ``placement.locality_wait`` is the cluster's default wait for
+    locality (off unless ``fabricsched run --locality-wait`` sets it), which a gang's
+    ``fabricsched.io/locality-wait`` annotation overrides."""
     event_interval_s: float = 60.0
     """At most one Event per gang and reason in this many seconds (the scheduler retries often)."""
     save_timeout_s: float = 2.0
@@ -86,6 +91,9 @@ class Coordinator:
         """Live bound pods of gangs in the book: pod UID -> (own rank, node)."""
         self._ended_check: set[ids.GangKey] = set()
         self._noticed: dict[tuple[ids.GangKey, str], float] = {}
+        self._floors = patience.Floors()
+        self._clocks = locality.Clocks()
+        """When gangs held for locality started waiting (from their pods' creation times)."""
 
     # --- filter and prioritize ----------------------------------------------------------
 
@@ -110,7 +118,7 @@ class Coordinator:
             # None of these nodes is in a fabric: nothing to steer, the scheduler decides alone.
             return FilterAnswer(list(node_names))
         if entry is None:
-            made = self._plan(gang, snapshot, candidates, pod)
+            made = self._plan(gang, snapshot, candidates, pod, locality.created_at(manifest))
             if isinstance(made, FilterAnswer):
                 return made
             entry = made
@@ -187,6 +195,7 @@ class Coordinator:
         snapshot: ports.SnapshotView,
         candidates: Sequence[ids.NodeName],
         pod: nodes.PodUsage,
+        created: float | None,
     ) -> reservations.Entry | FilterAnswer:
         inputs = self._inputs(snapshot, gang.key)
         # The scheduler's names as they came: the engine masks its fabric's hosts with them, so
@@ -194,6 +203,10 @@ class Coordinator:
         made = planning.plan(inputs, gang, candidates, self.options.placement)
         if isinstance(made, request.NoFit):
             return self._no_fit(gang.key, gang.display, gang.tier, gang.required, made, candidates, pod)
+        held = self._hold(gang, snapshot, made, candidates, pod, created)
+        if isinstance(held, FilterAnswer):
+            return held
+        made = held
         entry = self.book.reserve(
             planning.new_entry(gang, snapshot.name, snapshot.fabric, made), self.clock()
         )
@@ -211,6 +224,42 @@ class Coordinator:
         else:
             self._notice(pod, entry.key, "FabricPlanned", f"gang {entry.display}: {summary}", False)
         return entry
+
+    def _hold(
+        self,
+        gang: gangs.GangIdentity,
+        snapshot: ports.SnapshotView,
+        made: request.Plan,
+        candidates: Sequence[str],
+        pod: nodes.PodUsage,
+        created: float | None,
+    ) -> request.Plan | FilterAnswer:
+        """The plan to reserve, or the answer that holds the gang for a plan near its floor.
+
+        A held gang reserves nothing and writes no FabricPlacement, so other gangs backfill
+        around it. Every candidate fails (not unresolvable): the kube-scheduler keeps the pod
+        and asks again on cluster events that may free capacity, and at the latest after
+        ``podMaxInUnschedulablePodsDuration``.
+        """
+        wanted = locality.settings(pod.annotations, self.options.placement.locality_wait)
+        if wanted.problems:
+            self._notice(
+                pod, gang.key, "FabricLocalityWaitInvalid",
+                f"gang {gang.display} does not wait for locality: {'; '.join(wanted.problems)}", True,
+            )
+        if not wanted.wait.enabled:
+            return made
+        now = self.clock()
+        waited = self._clocks.waited(gang.key, created, now)
+        decision = locality.decide(self._floors, snapshot.fabric, gang, made, waited, wanted.wait)
+        if isinstance(decision, patience.Wait):
+            message = f"gang {gang.display} is {decision.reason}"
+            self._notice(pod, gang.key, "FabricWaitingForLocality", message, False)
+            return FilterAnswer([], failed=dict.fromkeys(candidates, message))
+        self._clocks.forget(gang.key)
+        if decision.reason is None:
+            return made
+        return dataclasses.replace(made, reasons=(*made.reasons, decision.reason))
 
     def _replan(
         self,
@@ -342,6 +391,7 @@ class Coordinator:
             for key in waiting:
                 if key not in live:
                     self._release(key, "all pods ended")
+        self._clocks.prune(self.clock())
         cutoff = self.clock() - self.options.event_interval_s
         self._noticed = {k: t for k, t in self._noticed.items() if t > cutoff}
 

@@ -13,14 +13,15 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import prometheus_client
 from aiohttp import web
 
 from fabricsched import ids
-from fabricsched.extender import coordinator, kubeapi, placements, ports, reservations, server
+from fabricsched.extender import coordinator, kubeapi, locality, placements, ports, reservations, server
+from fabricsched.placement import request
 
 logger = logging.getLogger(__name__)
 
@@ -49,13 +50,22 @@ class RuntimeView(Protocol):
 class ServiceOptions:
     reservation_ttl_s: float = 120.0
     max_body_bytes: int = server.DEFAULT_MAX_BODY_BYTES
+    locality_wait: request.LocalityWait = field(default_factory=request.LocalityWait)
+    """The cluster's default wait for locality; off unless ``--locality-wait`` sets it."""
 
     @classmethod
     def of(cls, runtime_options: Any) -> ServiceOptions:
-        """From ``fabricsched run`` options, where set (older options lack these fields)."""
+        """From ``fabricsched run`` options, where set (older options lack these fields).
+        Raises ValueError for a locality flag that does not parse (the command checks first)."""
+        default = request.LocalityWait()
+        wait = locality.cluster_default(
+            str(getattr(runtime_options, "locality_wait", "0s")),
+            getattr(runtime_options, "locality_tolerance", default.tolerance),
+        )
         return cls(
             reservation_ttl_s=float(getattr(runtime_options, "reservation_ttl_s", cls.reservation_ttl_s)),
             max_body_bytes=int(getattr(runtime_options, "extender_max_body_bytes", cls.max_body_bytes)),
+            locality_wait=wait,
         )
 
 
@@ -74,7 +84,7 @@ class Service:
             self.writer,
             kubeapi.RecorderEvents(runtime.recorder, runtime.clock),
             runtime.clock,
-            coordinator.CoordinatorOptions(),
+            coordinator.CoordinatorOptions(request.PlacementOptions(locality_wait=options.locality_wait)),
             kubeapi.ApiJobFetcher(runtime.api),
         )
         self._latency = _latency_histogram(getattr(runtime.metrics, "registry", None))

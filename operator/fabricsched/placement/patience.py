@@ -8,7 +8,7 @@ on the simulator this both closes the gap to the floor and shortens the mean wai
 
 The decision is pure and cheap: the plan the engine made now, the gang's floor (``Floors``),
 how long the gang has waited, and ``request.LocalityWait``. Time is the caller's: the simulator
-counts from submission, the extender from when it first saw the gang. It never holds a gang
+counts from submission, the extender from the creation of the gang's oldest pod. It never holds a gang
 past the timeout, whatever the reason its plan is above the floor (contention that will pass,
 or a degraded element that will not): the timeout is what bounds every wait.
 """

@@ -13,6 +13,7 @@ oversubscription 2:1 at the leaf.
 from __future__ import annotations
 
 import asyncio
+import datetime
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -80,6 +81,7 @@ class Harness:
         node_manifests: Iterable[dict[str, Any]],
         ttl_s: float = 120.0,
         spec: dict[str, Any] | None = None,
+        options: coordinator.CoordinatorOptions | None = None,
     ) -> None:
         self.clock = Clock()
         self.state = cluster_state.ClusterState(self.clock)
@@ -97,7 +99,8 @@ class Harness:
         self.book = reservations.Book(reservations.BookOptions(ttl_s))
         self.writer = placements.PlacementWriter(self.store, self.book)
         self.coordinator = coordinator.Coordinator(
-            self.state, self.book, self.writer, self.events, self.clock, coordinator.CoordinatorOptions()
+            self.state, self.book, self.writer, self.events, self.clock,
+            options or coordinator.CoordinatorOptions(),
         )
         self.state.subscribe(self.coordinator.on_change)
         self.uid = 0
@@ -123,19 +126,29 @@ class Harness:
     def pod(self, job: str, uid: str, rank: int, gpus: int = 8, namespace: str = "train") -> PodBuilder:
         return make_pod(f"{job}-{rank}", namespace).job(job, uid, rank).gpus(gpus).scheduler("fabricsched")
 
-    def filter(self, pod: PodBuilder, candidates: Sequence[str] | None = None) -> coordinator.FilterAnswer:
+    def filter(
+        self, pod: PodBuilder, candidates: Sequence[str] | None = None, created: float | None = None
+    ) -> coordinator.FilterAnswer:
+        """The filter call for ``pod``; ``created`` (seconds on the test clock) is its
+        ``creationTimestamp``, which the builder leaves out."""
         names = list(candidates) if candidates is not None else self.free_nodes(pod)
-        self.state.apply_pod(pod.build())
-        answer: coordinator.FilterAnswer = self.run(self.coordinator.filter(pod.build(), names))
+        manifest = pod.build()
+        if created is not None:
+            stamp = datetime.datetime.fromtimestamp(created, datetime.UTC)
+            manifest["metadata"]["creationTimestamp"] = stamp.strftime("%Y-%m-%dT%H:%M:%SZ")
+        self.state.apply_pod(manifest)
+        answer: coordinator.FilterAnswer = self.run(self.coordinator.filter(manifest, names))
         self.run(self.writer.flush(1.0))
         return answer
 
     def bind(self, pod: PodBuilder, node: str) -> None:
         self.state.apply_pod(pod.on(node).build())
 
-    def place(self, pod: PodBuilder, candidates: Sequence[str] | None = None) -> str:
+    def place(
+        self, pod: PodBuilder, candidates: Sequence[str] | None = None, created: float | None = None
+    ) -> str:
         """Filter, then bind where the filter points (what the scheduler would do)."""
-        answer = self.filter(pod, candidates)
+        answer = self.filter(pod, candidates, created)
         assert len(answer.passed) == 1, answer
         self.bind(pod, answer.passed[0])
         return answer.passed[0]

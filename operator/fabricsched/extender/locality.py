@@ -1,0 +1,178 @@
+"""Waiting for locality in the extender: a gang's settings, its clock, and the engine's decision.
+
+Where it sits in the flow: ``Coordinator._plan`` has the engine's plan for a new gang and asks
+``decide`` whether to start it now or hold the gang (docs/extender.md "Waiting for locality").
+The decision itself is ``placement.patience.hold_for``, the one the simulator's ``fabric``
+policy makes; this module only supplies its inputs the way a cluster has them:
+
+* the wait, from the gang's pod annotations over the cluster default (``fabricsched run
+  --locality-wait``), parsed here with a message for every value that is not valid;
+* the time waited, counted from the creation of the gang's oldest pod the extender has seen
+  (``Clocks``): the API server keeps creation times, so a restarted extender resumes a wait
+  without state of its own.
+
+Pure: no I/O, the time is a parameter.
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from fabricsched import ids
+from fabricsched.extender import gangs
+from fabricsched.placement import patience, request
+from fabricsched.topology import fabric
+
+WAIT_ANNOTATION = "fabricsched.io/locality-wait"
+TOLERANCE_ANNOTATION = "fabricsched.io/locality-tolerance"
+
+MAX_TOLERANCE = 1.0
+"""Tolerances are fractions: a larger value is far more likely a percentage typed as one
+("5" for 5%) than a wish to accept twice the floor, so it is refused."""
+
+FORGET_AFTER_S = 1800.0
+"""A gang not asked about for this long is forgotten by ``Clocks``. The kube-scheduler retries
+an unschedulable pod at least every ``podMaxInUnschedulablePodsDuration`` (5 minutes by
+default), so a gang still waiting is seen again well before; a forgotten one that comes back
+counts from its pods' creation anyway."""
+
+_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+_PART = re.compile(r"(\d+\.?\d*|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
+_WHOLE = re.compile(rf"(?:{_PART.pattern})+")
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in a Go-style duration (``600s``, ``10m``, ``1h30m``, ``0``), as Kubernetes
+    writes durations; raises ValueError for anything else, negative durations included."""
+    value = text.strip()
+    if value == "0":
+        return 0.0
+    if not _WHOLE.fullmatch(value):
+        raise ValueError(f"{text!r} is not a duration such as 600s, 10m or 1h")
+    seconds = sum(float(number) * _UNITS[unit] for number, unit in _PART.findall(value))
+    if not math.isfinite(seconds):
+        raise ValueError(f"{text!r} is not a finite duration")
+    return seconds
+
+
+def parse_tolerance(text: str) -> float:
+    """A fraction between 0 and ``MAX_TOLERANCE`` (``0.05`` = 5%); raises ValueError otherwise."""
+    try:
+        value = float(text.strip())
+    except ValueError:
+        raise ValueError(f"{text!r} is not a number (a fraction: 0.05 = 5%)") from None
+    if not (math.isfinite(value) and 0 <= value <= MAX_TOLERANCE):
+        raise ValueError(f"{text!r} is not a fraction between 0 and {MAX_TOLERANCE:g} (0.05 = 5%)")
+    return value
+
+
+def cluster_default(wait: str, tolerance: str | float) -> request.LocalityWait:
+    """The cluster-wide wait of ``fabricsched run --locality-wait/--locality-tolerance``;
+    raises ValueError naming the flag."""
+    try:
+        timeout_s = parse_duration(wait)
+    except ValueError as e:
+        raise ValueError(f"--locality-wait: {e}") from e
+    try:
+        fraction = parse_tolerance(str(tolerance))
+    except ValueError as e:
+        raise ValueError(f"--locality-tolerance: {e}") from e
+    return request.LocalityWait(timeout_s, fraction)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """A gang's wait, and what was wrong with its annotations (for a pod Event)."""
+
+    wait: request.LocalityWait
+    problems: tuple[str, ...] = ()
+
+
+def settings(annotations: Mapping[str, str], default: request.LocalityWait) -> Settings:
+    """The gang's wait: its pods' annotations over ``default``.
+
+    An annotation that does not parse turns the wait off for the gang (it is placed as it
+    would be without the feature) and is reported: holding a gang on a setting its owner did
+    not mean is worse than not holding it.
+    """
+    timeout_s, tolerance = default.timeout_s, default.tolerance
+    problems: list[str] = []
+    wait_text = annotations.get(WAIT_ANNOTATION)
+    if wait_text is not None:
+        try:
+            timeout_s = parse_duration(wait_text)
+        except ValueError as e:
+            problems.append(f"annotation {WAIT_ANNOTATION}: {e}")
+    tolerance_text = annotations.get(TOLERANCE_ANNOTATION)
+    if tolerance_text is not None:
+        try:
+            tolerance = parse_tolerance(tolerance_text)
+        except ValueError as e:
+            problems.append(f"annotation {TOLERANCE_ANNOTATION}: {e}")
+    if problems:
+        return Settings(request.LocalityWait(0.0, tolerance), tuple(problems))
+    return Settings(request.LocalityWait(timeout_s, tolerance))
+
+
+def created_at(manifest: Mapping[str, Any]) -> float | None:
+    """``metadata.creationTimestamp`` in seconds since the epoch; None when absent or unreadable."""
+    text = (manifest.get("metadata") or {}).get("creationTimestamp")
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        stamp = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if stamp.tzinfo is None:
+        stamp = stamp.replace(tzinfo=datetime.UTC)
+    return stamp.timestamp()
+
+
+class Clocks:
+    """When each gang not yet planned started waiting: its oldest pod's creation time seen.
+
+    Any pod of a held gang may be the next one the kube-scheduler asks about; keeping the
+    earliest creation time seen makes the wait the gang's, not the pod's. A pod without a
+    creation time (never from the API server) counts from when the extender first saw it.
+    """
+
+    def __init__(self) -> None:
+        self._started: dict[ids.GangKey, tuple[float, float]] = {}
+        """gang -> (start of its wait, last time asked about)."""
+
+    def waited(self, key: ids.GangKey, created: float | None, now: float) -> float:
+        """Seconds gang ``key`` has waited, ``created`` being the asking pod's creation time."""
+        start = now if created is None else min(created, now)
+        known = self._started.get(key)
+        if known is not None:
+            start = min(start, known[0])
+        self._started[key] = (start, now)
+        return now - start
+
+    def forget(self, key: ids.GangKey) -> None:
+        self._started.pop(key, None)
+
+    def prune(self, now: float) -> None:
+        """Drop gangs not asked about for ``FORGET_AFTER_S`` (deleted while waiting)."""
+        self._started = {k: v for k, v in self._started.items() if now - v[1] < FORGET_AFTER_S}
+
+    def __len__(self) -> int:
+        return len(self._started)
+
+
+def decide(
+    floors: patience.Floors,
+    fab: fabric.Fabric,
+    gang: gangs.GangIdentity,
+    plan: request.Plan,
+    waited_s: float,
+    wait: request.LocalityWait,
+) -> patience.Decision:
+    """The engine's locality decision for ``plan``, the gang's first plan (the simulator's own)."""
+    ask = request.GangRequest(gang.key, gang.size, gang.gpus_per_pod)
+    return patience.hold_for(floors, fab, ask, plan, waited_s, wait)
