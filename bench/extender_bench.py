@@ -1,6 +1,7 @@
 """The extender's filter + prioritize latency, in-process and over HTTP, next to a pass-through.
 
     python bench/extender_bench.py [--nodes 1000 5000 10000] [--calls 200] [--http-calls 100]
+    python bench/extender_bench.py --nodes 10000 --profile 40   # cProfile of planning calls
 
 For each size, builds the operator's real ``ClusterState`` with a 2-tier fabric (16 hosts of
 8 GPUs per leaf, 16 leaves per spine, leaf 2:1, 1% of hosts degraded) and runs gangs of 8
@@ -14,14 +15,17 @@ steered, so the fabric fills. Timed three ways, in the same run and process:
 - pass-through: the same requests to an aiohttp app that parses the body and returns every
   node (the floor any Python extender pays for HTTP + JSON of this size).
 
-Prints p50/p99 in ms and the ratio HTTP / pass-through.
+Prints p50/p99 in ms (in-process: all calls, then the planning calls alone; ``--http-calls 0``
+skips HTTP) and the ratio HTTP / pass-through.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
 import json
+import pstats
 import statistics
 import time
 from collections.abc import Mapping, Sequence
@@ -146,16 +150,37 @@ def percentile(values: Sequence[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
-async def in_process(bench: Bench, calls: int) -> list[float]:
-    times = []
+async def in_process(bench: Bench, calls: int) -> tuple[list[float], list[float]]:
+    """Every call's time, and the planning calls' (first pod of a gang) among them."""
+    times, planning = [], []
     for _ in range(calls):
         body, names = bench.next_pod()
         t = time.perf_counter()
         answer = await bench.coordinator.filter(body, names)
         bench.coordinator.prioritize(body, names)
         times.append(time.perf_counter() - t)
+        if bench.rank == 1:
+            planning.append(times[-1])
         bench.bind(body, answer.passed[0])
-    return times
+    return times, planning
+
+
+async def profile_planning(bench: Bench, gangs: int) -> None:
+    """cProfile over ``gangs`` planning calls (first pod of a gang); followers run unprofiled."""
+    profiler = cProfile.Profile()
+    for i in range((gangs + 1) * GANG):
+        body, names = bench.next_pod()
+        planning = bench.rank == 1 and i >= GANG  # the first gang builds the snapshot's index
+        if planning:
+            profiler.enable()
+        answer = await bench.coordinator.filter(body, names)
+        bench.coordinator.prioritize(body, names)
+        if planning:
+            profiler.disable()
+        bench.bind(body, answer.passed[0])
+    stats = pstats.Stats(profiler)
+    stats.sort_stats("cumulative").print_stats(35)
+    stats.sort_stats("tottime").print_stats(25)
 
 
 def passthrough_app() -> web.Application:
@@ -205,27 +230,36 @@ async def over_http(bench: Bench, calls: int, ours: str, floor: str) -> tuple[li
     return timed[ours], timed[floor]
 
 
-async def run(size: int, calls: int, http_calls: int) -> None:
+async def run(size: int, calls: int, http_calls: int, profile: int = 0) -> None:
     bench = Bench(size)
     await bench.start()
+    if profile:
+        await profile_planning(bench, profile)
+        return
     t = time.perf_counter()
     bench.state.snapshot(next(iter(bench.state.topologies)))
     snapshot_ms = (time.perf_counter() - t) * 1000
-    local = await in_process(bench, calls)
-    ours_runner, ours = await serve(server.make_app(bench.coordinator, server.ServerOptions()))
-    floor_runner, floor = await serve(passthrough_app())
-    try:
-        http, passthrough = await over_http(bench, http_calls, ours, floor)
-    finally:
-        await ours_runner.cleanup()
-        await floor_runner.cleanup()
+    local, planned = await in_process(bench, calls)
+    http: list[float] = []
+    passthrough: list[float] = []
+    if http_calls:
+        ours_runner, ours = await serve(server.make_app(bench.coordinator, server.ServerOptions()))
+        floor_runner, floor = await serve(passthrough_app())
+        try:
+            http, passthrough = await over_http(bench, http_calls, ours, floor)
+        finally:
+            await ours_runner.cleanup()
+            await floor_runner.cleanup()
     ms = [lambda v: percentile(v, 50) * 1000, lambda v: percentile(v, 99) * 1000]
     print(f"{size:>6} nodes (snapshot {snapshot_ms:.0f} ms, {bench.gang} gangs of {GANG} steered):")
-    for label, values in (("in-process", local), ("HTTP", http), ("pass-through", passthrough)):
+    timed = [("in-process", local), ("  planning", planned), ("HTTP", http), ("pass-through", passthrough)]
+    for label, values in [(label, values) for label, values in timed if values]:
         print(
             f"    {label:<13} p50 {ms[0](values):7.2f} ms   p99 {ms[1](values):7.2f} ms   "
             f"mean {statistics.mean(values) * 1000:7.2f} ms"
         )
+    if not http:
+        return
     print(
         f"    HTTP / pass-through: p50 x{ms[0](http) / ms[0](passthrough):.2f}, "
         f"p99 x{ms[1](http) / ms[1](passthrough):.2f}"
@@ -239,9 +273,13 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, nargs="+", default=[1000, 5000, 10000])
     parser.add_argument("--calls", type=int, default=200, help="in-process calls per size")
     parser.add_argument("--http-calls", type=int, default=100, help="HTTP calls per size (each server)")
+    parser.add_argument(
+        "--profile", type=int, default=0, metavar="GANGS",
+        help="instead of timing, print a cProfile of this many planning calls per size",
+    )
     args = parser.parse_args()
     for size in args.nodes:
-        asyncio.run(run(size, args.calls, args.http_calls))
+        asyncio.run(run(size, args.calls, args.http_calls, args.profile))
 
 
 if __name__ == "__main__":

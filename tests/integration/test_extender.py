@@ -421,7 +421,8 @@ def test_a_gang_held_for_locality_waits_with_an_event_then_lands_in_one_leaf(fab
             stand_in_kubelet.set_pod_phase(fabric.api, ns, pod["metadata"]["name"], "Succeeded")
     wait_for(
         "gang block released",
-        lambda: (p := fabric.placement(ns, "block")) is not None and p["status"]["phase"] == "Released",
+        lambda: (p := fabric.placement(ns, "block")) is not None
+        and p.get("status", {}).get("phase") == "Released",
         timeout=60,
     )
     nudged = hosts[leaves[0]][0]
@@ -433,5 +434,11 @@ def test_a_gang_held_for_locality_waits_with_an_event_then_lands_in_one_leaf(fab
         patch = {"metadata": {"labels": {"fabricsched.test/nudge": None}}}
         fabric.api.call("PATCH", f"/api/v1/nodes/{nudged}", patch, rest.MERGE_PATCH)
     assert len({fabric.leaf_of[n] for n in placed}) == 1, placed
+    # The status follows the object's creation in the background: wait for it, then read it.
+    wait_for(
+        "gang g's placement status",
+        lambda: "status" in ((p := fabric.placement(ns, "g")) or {}) and p is not None,
+        timeout=30,
+    )
     planned = fabric.placement(ns, "g")
     assert planned is not None and planned["status"]["commSlowdown"] == 1.0

@@ -92,6 +92,8 @@ class Coordinator:
         self._ended_check: set[ids.GangKey] = set()
         self._noticed: dict[tuple[ids.GangKey, str], float] = {}
         self._floors = patience.Floors()
+        self._demands = planning.Demands()
+        """Running gangs' off-domain demand, kept between planning calls."""
         self._clocks = locality.Clocks()
         """When gangs held for locality started waiting (from their pods' creation times)."""
 
@@ -187,7 +189,7 @@ class Coordinator:
         for node in keep:
             reserved[node] = reserved.get(node, 0) + gpus_per_pod
         others = [e for e in self.book.entries() if e.key != exclude and e.topology == snapshot.name]
-        return planning.Inputs(snapshot, reserved, planning.traffic_of(snapshot.fabric, others))
+        return planning.Inputs(snapshot, reserved, self._demands.traffic(snapshot.fabric, others))
 
     def _plan(
         self,

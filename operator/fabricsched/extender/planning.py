@@ -16,6 +16,8 @@ from fabricsched.extender import gangs, ports, reservations
 from fabricsched.placement import capacity, placing, ranks, request
 from fabricsched.topology import fabric
 
+DomainKey = fabric.DomainKey
+
 
 @dataclass(frozen=True)
 class Inputs:
@@ -48,6 +50,34 @@ def traffic_of(fab: fabric.Fabric, entries: Iterable[reservations.Entry]) -> cap
         if len(nodes) > 1:
             traffic.add(fab, nodes, entry.gpus_per_pod)
     return traffic
+
+
+class Demands:
+    """``traffic_of`` for repeated decisions: each placed gang's ``capacity.gang_demand`` is
+    kept while its book entry and the fabric are the same objects (entries are frozen and
+    replaced on every change), so a planning call adds dicts instead of recounting every
+    running gang's pods per domain. Sums are made in the same order, so the loads are the
+    very same floats ``traffic_of`` gives."""
+
+    def __init__(self) -> None:
+        self._kept: dict[ids.GangKey, tuple[reservations.Entry, fabric.Fabric, dict[DomainKey, float]]] = {}
+
+    def traffic(self, fab: fabric.Fabric, entries: Sequence[reservations.Entry]) -> capacity.Traffic:
+        traffic = capacity.Traffic()
+        for entry in entries:
+            kept = self._kept.get(entry.key)
+            if kept is not None and kept[0] is entry and kept[1] is fab:
+                demand = kept[2]
+            else:
+                nodes = [node for _, node in entry.placed() if node in fab.hosts]
+                demand = capacity.gang_demand(fab, nodes, entry.gpus_per_pod) if len(nodes) > 1 else {}
+                self._kept[entry.key] = (entry, fab, demand)
+            traffic.add_demand(demand)
+        if len(self._kept) > 2 * len(entries) + 16:
+            # Released gangs linger until here: dropped now and then, in one pass.
+            live = {entry.key for entry in entries}
+            self._kept = {k: v for k, v in self._kept.items() if k in live}
+        return traffic
 
 
 def tier_index(fab: fabric.Fabric, gang: gangs.GangIdentity) -> int | request.NoFit | None:

@@ -71,8 +71,13 @@ class Traffic:
     load: dict[DomainKey, float] = field(default_factory=dict)
 
     def add(self, fab: fabric.Fabric, ranks: Sequence[ids.NodeName], gpus_per_pod: int) -> None:
-        for key, gbps in gang_demand(fab, ranks, gpus_per_pod).items():
-            self.load[key] = self.load.get(key, 0.0) + gbps
+        self.add_demand(gang_demand(fab, ranks, gpus_per_pod))
+
+    def add_demand(self, demand: Mapping[DomainKey, float]) -> None:
+        """``add`` with the gang's ``gang_demand`` computed already (callers that keep it)."""
+        load = self.load
+        for key, gbps in demand.items():
+            load[key] = load.get(key, 0.0) + gbps
 
     def remove(self, fab: fabric.Fabric, ranks: Sequence[ids.NodeName], gpus_per_pod: int) -> None:
         for key, gbps in gang_demand(fab, ranks, gpus_per_pod).items():

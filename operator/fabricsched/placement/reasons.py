@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Mapping, Sequence
 
 from fabricsched import ids
@@ -57,16 +58,21 @@ def avoided(
     Below the holding domain every domain is partially spanned, and the gang spans hosts,
     so any such element with room was a real alternative the engine turned down.
     """
-    holders = list(dict.fromkeys(holders))
+    # ``index.contains`` per element and holder, done as set lookups: a host sits below a
+    # holder (tier, name) when (tier, name) is one of its path's (tier, domain) pairs, and
+    # below every holder at or above the root. ~100 degraded hosts ask this per plan.
+    keys = set(holders)
+    root = any(h[0] >= index.levels for h in keys)
     found: list[ids.NodeName | DomainKey] = []
     for key in index.degraded_domains:
         hosts = fab.domains[key].hosts
-        if hosts and any(key[0] < h[0] and index.contains(fab, h, hosts[0]) for h in holders) and (
-            start.per_leaf[key] > 0 if key in start.per_leaf else any(start.slots(n) for n in hosts)
-        ):
+        if hosts and (
+            root
+            or not keys.isdisjoint(itertools.islice(enumerate(fab.hosts[hosts[0]].path), key[0] + 1, None))
+        ) and (start.per_leaf[key] > 0 if key in start.per_leaf else any(start.slots(n) for n in hosts)):
             found.append(key)
     for name in index.degraded_hosts:
-        if start.slots(name) and any(index.contains(fab, h, name) for h in holders):
+        if start.slots(name) and (root or not keys.isdisjoint(enumerate(fab.hosts[name].path))):
             found.append(name)
     lines = [f"avoided {describe_element(fab, e)}" for e in found[:MAX_AVOIDED]]
     if len(found) > MAX_AVOIDED:
