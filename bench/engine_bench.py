@@ -25,8 +25,8 @@ import collections
 import gc
 import random
 import time
-from collections.abc import Sequence
 
+from benchstats import percentile
 from fabricsched import ids
 from fabricsched.placement import capacity, placing, request, tree
 from fabricsched.topology import fabric
@@ -124,10 +124,6 @@ def churn(
             free[name] += g
         traffic.remove(fab, ranks, g)
 
-
-def percentile(values: Sequence[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
 
 
 def run(hosts: int, calls: int, seed: int, moving: bool) -> None:

@@ -28,12 +28,13 @@ import json
 import pstats
 import statistics
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import aiohttp
 from aiohttp import web
 
+from benchstats import percentile
 from fabricsched import ids
 from fabricsched.api import extender as wire
 from fabricsched.controller import state as cluster_state
@@ -144,10 +145,6 @@ class Bench:
         bound = {**body, "spec": {**body["spec"], "nodeName": target}, "status": {"phase": "Running"}}
         self.state.apply_pod(bound)
 
-
-def percentile(values: Sequence[float], p: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
 async def in_process(bench: Bench, calls: int) -> tuple[list[float], list[float]]:

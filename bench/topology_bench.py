@@ -13,11 +13,11 @@ from __future__ import annotations
 import argparse
 import random
 import resource
-import statistics
 import sys
 import time
 from typing import Any
 
+from benchstats import percentile
 from fabricsched.api import topology as api
 from fabricsched.topology import health, index, nodes, status, usage
 
@@ -126,8 +126,8 @@ def main(argv: list[str] | None = None) -> int:
     status_s = time.perf_counter() - t0
     rss_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
 
-    p50 = statistics.median(timings) * 1e3
-    p99 = timings[int(len(timings) * 0.99) - 1] * 1e3
+    p50 = percentile(timings, 50) * 1e3
+    p99 = percentile(timings, 99) * 1e3
     print(f"nodes={args.nodes} pods={args.pods} changes={args.changes} "
           f"hosts={len(built.fabric.hosts)} domains={len(built.fabric.domains)} "
           f"degraded={out.degraded_count}")
