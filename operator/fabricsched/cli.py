@@ -13,7 +13,7 @@ def _registrars() -> list[Registrar]:
     # Each adapter registers its own subcommands; imported lazily so `fabricsched --help`
     # stays fast and a missing optional dependency only breaks its own command.
     found: list[Registrar] = []
-    for module_name in ("fabricsched.cluster.commands", "fabricsched.controller.commands",
+    for module_name in ("fabricsched.cluster.commands", "fabricsched.app.commands",
                         "fabricsched.sim.commands"):
         try:
             module = __import__(module_name, fromlist=["register"])

@@ -88,7 +88,8 @@ class FabricPlacementSpec(WireModel):
         min_length=1,
         max_length=253,
         description="The gang: its fabricsched.io/gang label, else its Job's name. The object is named "
-        "after it, in the gang's namespace.",
+        "after it, in the gang's namespace, when it is a valid lowercase object name; otherwise after "
+        "its lowercased form with every other character a dash, plus - and 8 hex digits of a hash.",
     )
     job_uid: str = Field(
         default="",

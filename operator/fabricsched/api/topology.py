@@ -15,6 +15,7 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from fabricsched.api import openapi
 from fabricsched.api.base import WireModel
+from fabricsched.api.conditions import Condition as Condition  # re-exported: part of the status
 from fabricsched.api.health import (
     MAX_TELEMETRY_RULES as MAX_TELEMETRY_RULES,
 )
@@ -300,19 +301,6 @@ class Conflict(WireModel):
     node: str | None = Field(default=None, description="The node concerned, if any.")
     tier: str | None = Field(default=None, description="The tier concerned, if any.")
     domain: str | None = Field(default=None, description="The domain concerned, if any.")
-
-
-class Condition(WireModel):
-    """A standard metav1.Condition."""
-
-    type: str = Field(max_length=316, description="Condition type: Ready or Degraded.")
-    status: Literal["True", "False", "Unknown"] = Field(description="True, False or Unknown.")
-    reason: str = Field(max_length=1024, description="CamelCase reason for the last transition.")
-    message: str = Field(default="", max_length=32768, description="Human-readable details.")
-    last_transition_time: str = Field(description="When status last changed (RFC 3339).")
-    observed_generation: int | None = Field(
-        default=None, ge=0, description="metadata.generation the condition was set for."
-    )
 
 
 class FabricTopologyStatus(WireModel):

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime
 import logging
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
+from fabricsched.api import rfc3339
+from fabricsched.ports import errors
+from fabricsched.ports.notices import Notice, ObjectRef
 from fabricsched.topology import health
 
 logger = logging.getLogger(__name__)
@@ -23,31 +24,10 @@ logger = logging.getLogger(__name__)
 COMPONENT = "fabricsched"
 
 Post = Callable[[str, Mapping[str, Any]], None]
-"""Create one core/v1 Event in a namespace (sync; raises on failure)."""
+"""Create one core/v1 Event in a namespace (sync; raises ``errors.ApiError`` on failure)."""
 
 Outcome = Callable[[str], None]
 """Told ``posted``, ``failed`` or ``dropped`` for each Event (metrics)."""
-
-
-@dataclass(frozen=True)
-class ObjectRef:
-    """The Event's ``involvedObject``."""
-
-    api_version: str
-    kind: str
-    name: str
-    uid: str = ""
-    namespace: str | None = None
-    """None for cluster-scoped objects (their Events go to the recorder's namespace)."""
-
-
-@dataclass(frozen=True)
-class Notice:
-    type: str
-    """Normal or Warning."""
-    reason: str
-    """CamelCase, machine-readable."""
-    message: str
 
 
 class EventRecorder:
@@ -74,7 +54,6 @@ class EventRecorder:
             self._recent = {k: t for k, t in self._recent.items() if now - t < self._dedupe_s}
         self._recent[key] = now
         namespace = ref.namespace or self._namespace
-        stamp = datetime.datetime.fromtimestamp(now, datetime.UTC)
         body = {
             "apiVersion": "v1",
             "kind": "Event",
@@ -92,8 +71,8 @@ class EventRecorder:
             "source": {"component": COMPONENT},
             "reportingComponent": COMPONENT,
             "reportingInstance": COMPONENT,
-            "firstTimestamp": _rfc3339(stamp),
-            "lastTimestamp": _rfc3339(stamp),
+            "firstTimestamp": rfc3339.format_epoch(now),
+            "lastTimestamp": rfc3339.format_epoch(now),
             "count": 1,
         }
         try:
@@ -109,7 +88,7 @@ class EventRecorder:
             try:
                 await asyncio.to_thread(self._post, namespace, body)
                 self._outcome("posted")
-            except Exception as e:
+            except errors.ApiError as e:
                 # The API server may be briefly away; losing one Event is better than blocking.
                 self._outcome("failed")
                 logger.warning("could not post event %s: %s", body["reason"], e)
@@ -122,14 +101,10 @@ class EventRecorder:
                 try:
                     await asyncio.to_thread(self._post, namespace, body)
                     self._outcome("posted")
-                except Exception:
+                except errors.ApiError:
                     self._outcome("failed")
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(_drain(), timeout_s)
-
-
-def _rfc3339(stamp: datetime.datetime) -> str:
-    return stamp.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 # --- what health changes say ------------------------------------------------------------

@@ -1,7 +1,8 @@
 """The operator's few direct API calls, over the kubernetes client, and kopf's login.
 
 Everything here is synchronous (the kubernetes client is); the event loop calls it through
-``asyncio.to_thread``. Errors are wrapped in our own types so callers never import the client.
+``asyncio.to_thread``. API failures are ``ports.errors.ApiError``s (``errors.call``): callers never
+import the client.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import kubernetes
 
 from fabricsched.api import topology as api
 from fabricsched.controller import events, reporter
+from fabricsched.ports import errors
 
 
 class KubeconfigError(Exception):
@@ -70,7 +72,8 @@ def event_poster(client: Any) -> events.Post:
     core = kubernetes.client.CoreV1Api(client)
 
     def post(namespace: str, body: Mapping[str, Any]) -> None:
-        core.create_namespaced_event(namespace, kubernetes.client.CoreV1Event.model_validate(dict(body)))
+        event = kubernetes.client.CoreV1Event.model_validate(dict(body))
+        errors.call(core.create_namespaced_event, namespace, event)
 
     return post
 
@@ -82,14 +85,9 @@ def status_writer(client: Any) -> reporter.WriteStatus:
         # A JSON patch "add" replaces the whole status: a merge patch would keep fields the new
         # status no longer has (e.g. a domain row's parent after a tier was removed).
         patch = [{"op": "add", "path": "/status", "value": dict(status)}]
-        try:
-            custom.patch_cluster_custom_object_status(
-                api.GROUP, api.VERSION, api.PLURAL, name, patch,
-                _content_type="application/json-patch+json",
-            )
-        except kubernetes.client.ApiException as e:
-            if e.status == 404:
-                raise reporter.Gone(name) from e
-            raise
+        errors.call(
+            custom.patch_cluster_custom_object_status, api.GROUP, api.VERSION, api.PLURAL, name, patch,
+            _content_type="application/json-patch+json",
+        )
 
     return write

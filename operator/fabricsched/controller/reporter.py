@@ -17,16 +17,14 @@ from typing import Any
 
 from fabricsched import ids
 from fabricsched.api import topology as api
-from fabricsched.controller import changes, events, metrics, state, status
+from fabricsched.controller import events, metrics, state, status
+from fabricsched.ports import changes, errors, notices, views
 
 logger = logging.getLogger(__name__)
 
 WriteStatus = Callable[[str, Mapping[str, Any]], None]
-"""Replace the status of the named FabricTopology (sync; raises ``Gone`` when it no longer exists)."""
-
-
-class Gone(Exception):
-    """The object to write no longer exists (deleted between computing and writing)."""
+"""Replace the status of the named FabricTopology (sync). Raises ``errors.NotFound`` when it no
+longer exists (deleted between computing and writing), another ``errors.ApiError`` otherwise."""
 
 
 @dataclass
@@ -38,11 +36,12 @@ class _Written:
 
 
 class StatusReporter:
-    """Owns the status loop. ``reserved`` (optional) adds plan reservations to free GPUs."""
+    """Owns the status loop. ``reserved`` (the extender's plans, when it runs) counts GPUs held
+    for unbound ranks as taken."""
 
     def __init__(self, cluster: state.ClusterState, write: WriteStatus, clock: Callable[[], float],
                  registry: metrics.Metrics, interval_s: float = 1.0,
-                 reserved: status.Reserved | None = None) -> None:
+                 reserved: views.ReservedGpus | None = None) -> None:
         self._state = cluster
         self._write = write
         self._clock = clock
@@ -83,13 +82,13 @@ class StatusReporter:
             return None
         tf = self._state.topologies.get(name)
         snap = self._state.snapshot(name) if tf is not None else None
-        held = self.reserved(name) if self.reserved is not None and tf is not None else None
+        held = self.reserved.reserved_in(name) if self.reserved is not None and tf is not None else None
         self._metrics.reconciles.labels(name).inc()
         return status.compute(obj, tf, snap, self._clock(), held)
 
     async def _report(self, name: ids.TopologyName) -> bool:
         obj = self._state.objects[name]
-        held = self.reserved(name) if self.reserved is not None else None
+        held = self.reserved.reserved_in(name) if self.reserved is not None else None
         inputs = (self._state.generation, hash(frozenset(held.items())) if held else 0)
         last = self._written.get(name)
         if last is not None and last.uid == obj.uid and last.inputs == inputs:
@@ -103,9 +102,9 @@ class StatusReporter:
             return False
         try:
             await asyncio.to_thread(self._write, name, wanted)
-        except Gone:
+        except errors.NotFound:
             return False
-        except Exception as e:
+        except errors.ApiError as e:
             self._metrics.status_writes.labels(name, "failed").inc()
             logger.warning("status write for FabricTopology %s failed: %s", name, e)
             return False
@@ -131,7 +130,7 @@ def forward_health(cluster: state.ClusterState, recorder: events.EventRecorder, 
         hc = change.change
         registry.health_changes.labels(change.topology, hc.element.kind, hc.kind).inc()
         recover_after = tf.spec.health.recover_after_seconds if tf is not None else 0
-        ref = events.ObjectRef(api.API_VERSION, api.KIND, change.topology, obj.uid if obj else "")
+        ref = notices.ObjectRef(api.API_VERSION, api.KIND, change.topology, obj.uid if obj else "")
         notice = events.health_notice(hc, recover_after)
         logger.info("%s: %s", change.topology, notice.message,
                     extra={"topology": change.topology, "reason": notice.reason})

@@ -1,24 +1,25 @@
-"""One ``fabricsched run`` process: kopf, the status reporter, the Event poster, the health
-server and (when installed) the extender, sharing one ``Runtime`` on one event loop.
+"""The operator's run: kopf, the status reporter, the Event poster, the telemetry feed and the
+health server, sharing one ``Runtime`` on one event loop.
 
-kopf owns the lifetime: it runs until SIGINT/SIGTERM (or ``stop_flag``), then everything else
-is cancelled, queued Events get a moment to be posted, and the servers close.
+The composition root (``fabricsched.app``) builds the runtime, adds its companions (the
+extender's service) and calls ``serve``. kopf owns the lifetime: it runs until SIGINT/SIGTERM
+(or ``stop_flag``), then everything else is cancelled, queued Events get a moment to be
+posted, and the servers close.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
 import logging
 import time
-from collections.abc import Callable, Coroutine, Mapping
-from types import ModuleType
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import kopf
+from kubernetes import client
 
-from fabricsched import ids
 from fabricsched.controller import (
     events,
     handlers,
@@ -30,13 +31,28 @@ from fabricsched.controller import (
     state,
     telemetry_feed,
 )
+from fabricsched.ports import views
 
 logger = logging.getLogger(__name__)
 
-EXTENDER_MODULE = "fabricsched.extender.service"
+Companion = Coroutine[Any, Any, None]
+"""A part that runs as long as the operator (the extender's service): cancelled at shutdown."""
 
 
-def build(options: runtime.Options, api: Any, clock: Callable[[], float] = time.time) -> runtime.Runtime:
+@dataclass(frozen=True)
+class Companions:
+    """What the composition root adds to the operator's run."""
+
+    tasks: Mapping[str, Callable[[], Companion]]
+    """Named tasks started next to the operator's own."""
+    reserved: views.ReservedGpus | None = None
+    """GPUs held by plans (the extender's book): status counts them as taken."""
+    readiness: Sequence[views.Readiness] = ()
+    """Parts that must be ready for ``/readyz`` besides the state's initial listings."""
+
+
+def build(options: runtime.Options, api: client.ApiClient,
+          clock: Callable[[], float] = time.time) -> runtime.Runtime:
     """The shared parts, wired: state, metrics, Event recorder."""
     registry = metrics.Metrics()
     cluster = state.ClusterState(clock)
@@ -58,41 +74,25 @@ def _degraded(cluster: state.ClusterState) -> Mapping[str, int]:
     return {name: len(tf.health()) for name, tf in cluster.topologies.items()}
 
 
-def _extender() -> ModuleType | None:
-    try:
-        return importlib.import_module(EXTENDER_MODULE)
-    except ModuleNotFoundError as e:
-        if e.name != EXTENDER_MODULE:
-            raise
-        return None
-
-
-async def serve(options: runtime.Options, stop_flag: asyncio.Event | None = None) -> None:
-    """Run the operator until a signal or ``stop_flag``."""
-    api = kube.api_client(options.kubeconfig)
-    rt = build(options, api)
+async def serve(rt: runtime.Runtime, companions: Companions,
+                stop_flag: asyncio.Event | None = None) -> None:
+    """Run the operator and its companions until a signal or ``stop_flag``."""
     status_reporter = reporter.StatusReporter(
-        rt.state, kube.status_writer(api), rt.clock, rt.metrics, options.status_interval_s,
-        reserved=lambda name: _reserved(rt, name),
+        rt.state, kube.status_writer(rt.api), rt.clock, rt.metrics, rt.options.status_interval_s,
+        reserved=companions.reserved,
     )
     reporter.forward_health(rt.state, rt.recorder, rt.metrics, rt.clock)
     registry = kopf.OperatorRegistry()
     handlers.register(registry, rt)
 
-    background: list[asyncio.Task[Any]] = [
+    background: list[asyncio.Task[None]] = [
         asyncio.create_task(rt.recorder.run(), name="event poster"),
         asyncio.create_task(status_reporter.run(), name="status reporter"),
         asyncio.create_task(telemetry_feed.run(rt), name="telemetry"),
     ]
-    health_runner = await health_server.start(rt)
-    logger.info("health, readiness and metrics on http://%s", options.health_address)
-    extender = _extender()
-    if extender is not None:
-        serve_extender: Callable[[runtime.Runtime, str], Coroutine[Any, Any, None]] = extender.serve
-        background.append(asyncio.create_task(serve_extender(rt, options.extender_address), name="extender"))
-        logger.info("extender on %s", options.extender_address)
-    else:
-        logger.info("extender not installed (%s); running the operator alone", EXTENDER_MODULE)
+    health_runner = await health_server.start(rt, companions.readiness)
+    logger.info("health, readiness and metrics on http://%s", rt.options.health_address)
+    background += [asyncio.create_task(start(), name=name) for name, start in companions.tasks.items()]
     try:
         await kopf.operator(
             registry=registry,
@@ -106,13 +106,10 @@ async def serve(options: runtime.Options, stop_flag: asyncio.Event | None = None
         for task in background:
             task.cancel()
         for task in background:
+            # Shutdown: a companion that failed has logged already; nothing may stop the rest.
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         await rt.recorder.drain(timeout_s=2.0)
         await health_runner.cleanup()
-        await asyncio.to_thread(api.close)
+        await asyncio.to_thread(rt.api.close)
         logger.info("stopped")
-
-
-def _reserved(rt: runtime.Runtime, name: ids.TopologyName) -> Mapping[ids.NodeName, int]:
-    return rt.reserved_gpus(name) if rt.reserved_gpus is not None else {}

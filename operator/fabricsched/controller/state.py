@@ -10,7 +10,7 @@ What is kept, and why it stays small at 10k nodes x 50k pods:
   status heartbeat compares equal and costs one dict lookup);
 - only pods that request an extended resource (a ``/`` in the name: GPUs), as
   ``k8s.PodUsage`` with labels and annotations cut down to the gang conventions;
-- Jobs as ``changes.JobInfo`` (a handful of fields);
+- Jobs as ``ports.job_types.JobInfo`` (a handful of fields);
 - per node, the extended resources its active pods hold (updated on every pod change, so free
   GPUs never need a pass over all pods);
 - per FabricTopology, the free GPUs of every host of its current fabric (``snapshots.FreeMap``),
@@ -24,7 +24,7 @@ Readers:
   snapshot copies the map, one C-level dict copy, before moving it), so a snapshot after each
   bind costs no pass over the hosts and a snapshot kept across an ``await`` never changes;
 - ``pods``, ``jobs``, ``nodes``, ``topologies`` read-only mappings;
-- ``subscribe(callback)``: called synchronously with a ``changes.Change`` after the state moved
+- ``subscribe(callback)``: called synchronously with a ``ports.changes.Change`` after the state moved
   (pod bound or ended, job finished or deleted, element health changed, topology changed).
   Callbacks must be quick and must not call ``apply_*``; schedule async work instead.
 """
@@ -38,7 +38,9 @@ from typing import Any
 
 from fabricsched import ids
 from fabricsched.api import topology as api
-from fabricsched.controller import changes, fabrics, snapshots
+from fabricsched.controller import fabrics, snapshots
+from fabricsched.ports import changes
+from fabricsched.ports import jobs as job_types
 from fabricsched.telemetry import poller
 from fabricsched.topology import health
 from fabricsched.topology import nodes as k8s
@@ -80,7 +82,7 @@ class ClusterState:
         self._clock = clock
         self._nodes: dict[ids.NodeName, k8s.NodeInfo] = {}
         self._pods: dict[PodKey, k8s.PodUsage] = {}
-        self._jobs: dict[JobKey, changes.JobInfo] = {}
+        self._jobs: dict[JobKey, job_types.JobInfo] = {}
         self._job_uids: dict[tuple[str, str], JobKey] = {}
         """(namespace, uid) -> the Job holding that UID (pods name their Job by owner UID)."""
         self._used: dict[ids.NodeName, dict[str, int]] = {}
@@ -116,7 +118,7 @@ class ClusterState:
 
     # --- subscription -------------------------------------------------------------------
 
-    def subscribe(self, callback: changes.Subscriber) -> Callable[[], None]:
+    def subscribe(self, callback: changes.Subscriber) -> changes.Unsubscribe:
         """Call ``callback`` after each change; returns a function that unsubscribes."""
         self._subscribers.append(callback)
         return lambda: self._subscribers.remove(callback)
@@ -141,7 +143,7 @@ class ClusterState:
         return self._pods
 
     @property
-    def jobs(self) -> Mapping[JobKey, changes.JobInfo]:
+    def jobs(self) -> Mapping[JobKey, job_types.JobInfo]:
         return self._jobs
 
     @property
@@ -297,7 +299,7 @@ class ClusterState:
     # --- jobs ---------------------------------------------------------------------------
 
     def apply_job(self, body: Mapping[str, Any]) -> None:
-        job = changes.JobInfo.from_manifest(body)
+        job = job_types.JobInfo.from_manifest(body)
         key = (job.namespace, job.name)
         old = self._jobs.get(key)
         if old == job:
@@ -321,12 +323,12 @@ class ClusterState:
         if old is not None and not old.deleted:
             self._emit(changes.JobDeleted(replace(old, deleted=True)))
 
-    def job_by_uid(self, namespace: str, uid: str) -> changes.JobInfo | None:
+    def job_by_uid(self, namespace: str, uid: str) -> job_types.JobInfo | None:
         """The Job with that UID in ``namespace`` (pods name their Job by owner UID)."""
         key = self._job_uids.get((namespace, uid))
         return self._jobs.get(key) if key is not None else None
 
-    def _unindex_job(self, old: changes.JobInfo) -> None:
+    def _unindex_job(self, old: job_types.JobInfo) -> None:
         index = (old.namespace, old.uid)
         if self._job_uids.get(index) != (old.namespace, old.name):
             return

@@ -9,16 +9,14 @@ differences.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from fabricsched import ids
+from fabricsched.api import conditions
 from fabricsched.api import topology as api
 from fabricsched.controller import fabrics, snapshots, state, telemetry_feed
 from fabricsched.topology import status as core_status
-
-Reserved = Callable[[ids.TopologyName], Mapping[ids.NodeName, int]]
-"""GPUs per node held by plans whose pods are not bound yet (the extender's reservations)."""
 
 
 def compute(obj: state.TopologyObject, tf: fabrics.TopologyFabric | None,
@@ -47,16 +45,11 @@ def compute(obj: state.TopologyObject, tf: fabrics.TopologyFabric | None,
 def _invalid(obj: state.TopologyObject, previous: list[api.Condition],
              now: float) -> api.FabricTopologyStatus:
     reason = obj.invalid or "the spec could not be read"
-    before = {c.type: c for c in previous}
-    conditions = []
-    for ctype, status, message in (("Ready", "False", reason),
-                                   ("Degraded", "Unknown", "no fabric while the spec is invalid")):
-        old = before.get(ctype)
-        since = old.last_transition_time if old is not None and old.status == status else core_status.iso(now)
-        conditions.append(api.Condition(type=ctype, status=status,
-                                        reason="InvalidSpec", message=message[:32768],
-                                        last_transition_time=since, observed_generation=obj.generation))
-    return api.FabricTopologyStatus(observed_generation=obj.generation, conditions=conditions)
+    wanted: tuple[tuple[str, conditions.Status, str], ...] = (
+        ("Ready", "False", reason), ("Degraded", "Unknown", "no fabric while the spec is invalid"))
+    return api.FabricTopologyStatus(observed_generation=obj.generation, conditions=[
+        conditions.transition(previous, ctype, status, "InvalidSpec", message, now, obj.generation)
+        for ctype, status, message in wanted])
 
 
 def _previous_conditions(stored: Mapping[str, Any]) -> list[api.Condition]:

@@ -14,11 +14,12 @@ import logging
 from collections.abc import Callable, Collection, Iterable, Sequence
 
 from fabricsched import ids
+from fabricsched.api import conditions
 from fabricsched.api import topology as api
-from fabricsched.controller import changes, events, runtime, state
+from fabricsched.controller import runtime, state
+from fabricsched.ports import changes, notices
 from fabricsched.telemetry import poller, prometheus
 from fabricsched.topology import health
-from fabricsched.topology import status as core_status
 
 logger = logging.getLogger(__name__)
 
@@ -57,11 +58,11 @@ class TopologySink:
     def report(self, availability: poller.Availability) -> None:
         self._rt.state.set_telemetry(self._name, availability)
         obj = self._rt.state.objects.get(self._name)
-        ref = events.ObjectRef(api.API_VERSION, api.KIND, self._name, obj.uid if obj else "")
+        ref = notices.ObjectRef(api.API_VERSION, api.KIND, self._name, obj.uid if obj else "")
         if availability.available:
-            notice = events.Notice("Normal", "TelemetryAvailable", "Prometheus answers every telemetry rule")
+            notice = notices.Notice("Normal", "TelemetryAvailable", "Prometheus answers every telemetry rule")
         else:
-            notice = events.Notice("Warning", "TelemetryUnavailable",
+            notice = notices.Notice("Warning", "TelemetryUnavailable",
                                    f"{availability.reason}: {availability.problem}; last known health kept")
         logger.info("%s: %s", self._name, notice.message)
         self._rt.recorder.record(ref, notice, self._rt.clock())
@@ -70,12 +71,9 @@ class TopologySink:
 def condition(availability: poller.Availability, previous: Sequence[api.Condition], now: float,
               generation: int | None) -> api.Condition:
     """``TelemetryUnavailable``: True while a rule's query fails or Prometheus is away."""
-    status = "False" if availability.available else "True"
+    status: conditions.Status = "False" if availability.available else "True"
     message = availability.problem or "every telemetry rule was evaluated"
-    old = next((c for c in previous if c.type == CONDITION), None)
-    since = old.last_transition_time if old is not None and old.status == status else core_status.iso(now)
-    return api.Condition(type=CONDITION, status=status, reason=availability.reason, message=message[:32768],
-                         last_transition_time=since, observed_generation=generation)
+    return conditions.transition(previous, CONDITION, status, availability.reason, message, now, generation)
 
 
 def _wanted(cluster: state.ClusterState) -> set[str]:

@@ -22,8 +22,10 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from fabricsched import ids
+from fabricsched.api.placement import PlacementPhase
 from fabricsched.extender import gangs, locality, placements, planning, ports, reservations, verdicts
 from fabricsched.placement import patience, request
+from fabricsched.ports import changes, jobs
 from fabricsched.topology import nodes
 
 logger = logging.getLogger(__name__)
@@ -339,17 +341,25 @@ class Coordinator:
 
     # --- keeping the book current -------------------------------------------------------
 
-    def on_change(self, change: Any) -> None:
+    def on_change(self, change: changes.Change) -> None:
         """The state's subscription callback: quick, synchronous, never raises."""
-        pod = getattr(change, "pod", None)
-        if isinstance(pod, nodes.PodUsage):
-            self._pod_changed(pod, ended=not pod.active or bool(getattr(change, "deleted", False)))
-        job = getattr(change, "job", None)
-        if job is not None and (getattr(job, "finished", False) or getattr(job, "deleted", False)):
-            verb = "finished" if job.finished and not job.deleted else "deleted"
-            for entry in self.book.entries():
-                if entry.namespace == job.namespace and entry.job_uid and entry.job_uid == job.uid:
-                    self._release(entry.key, f"Job {job.namespace}/{job.name} {verb}")
+        match change:
+            case changes.PodBound(pod=pod):
+                self._pod_changed(pod, ended=not pod.active)
+            case changes.PodEnded(pod=pod, deleted=deleted):
+                self._pod_changed(pod, ended=not pod.active or deleted)
+            case changes.JobFinished(job=job) | changes.JobDeleted(job=job):
+                self._job_ended(job)
+            case changes.HealthChanged() | changes.TopologyChanged():
+                pass  # read from the next snapshot when a gang is planned
+
+    def _job_ended(self, job: jobs.JobInfo) -> None:
+        if not (job.finished or job.deleted):
+            return
+        verb = "finished" if job.finished and not job.deleted else "deleted"
+        for entry in self.book.entries():
+            if entry.namespace == job.namespace and entry.job_uid and entry.job_uid == job.uid:
+                self._release(entry.key, f"Job {job.namespace}/{job.name} {verb}")
 
     def _pod_changed(self, pod: nodes.PodUsage, ended: bool) -> None:
         key, rank = gangs.membership(pod)
@@ -400,10 +410,14 @@ class Coordinator:
     async def restore(self) -> None:
         """Rebuild the book from FabricPlacement objects and bound pods (after a restart)."""
         for manifest in await self.writer.store.load():
-            entry = placements.entry_of(manifest)
-            if entry is None or not entry.active:
+            try:
+                entry = placements.entry_of(manifest)
+            except placements.Unreadable as e:
+                logger.warning("ignoring an unreadable FabricPlacement: %s", e)
                 continue
-            if entry.phase == reservations.Phase.RESERVED and not entry.expires_at:
+            if not entry.active:
+                continue
+            if entry.phase == PlacementPhase.RESERVED and not entry.expires_at:
                 # Created by a plan whose status write never landed: held for a full TTL from now.
                 self.book.reserve(entry, self.clock())
             else:
@@ -436,7 +450,7 @@ class Coordinator:
         self.events.pod_event(pod, reason, message, warning)
 
 
-def _facts(job: ports.JobView) -> gangs.JobFacts:
+def _facts(job: jobs.JobInfo) -> gangs.JobFacts:
     return gangs.JobFacts(job.name, job.uid, job.parallelism, job.completions)
 
 

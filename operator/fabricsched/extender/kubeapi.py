@@ -8,16 +8,15 @@ which serves the scheduler, never blocks on it.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
+import contextlib
 from collections.abc import Callable
 from concurrent import futures
 from typing import Any
 
 from kubernetes import client
-from kubernetes.client import exceptions
 
 from fabricsched.api import placement as api
-from fabricsched.extender import ports
+from fabricsched.ports import errors, jobs, notices
 from fabricsched.topology import nodes
 
 _MERGE = "application/merge-patch+json"
@@ -35,7 +34,7 @@ class ApiPlacementStore:
     meanwhile) the API server says so (404, 409) and the write starts over from a read.
     """
 
-    def __init__(self, api_client: Any) -> None:
+    def __init__(self, api_client: client.ApiClient) -> None:
         self._api = client.CustomObjectsApi(api_client)
         self._known: dict[tuple[str, str], dict[str, Any]] = {}
         """(namespace, name) -> the object as last returned by the API server."""
@@ -45,7 +44,7 @@ class ApiPlacementStore:
 
     async def load(self) -> list[dict[str, Any]]:
         listed = await asyncio.to_thread(
-            self._api.list_cluster_custom_object, api.GROUP, api.VERSION, api.PLURAL
+            errors.call, self._api.list_cluster_custom_object, api.GROUP, api.VERSION, api.PLURAL
         )
         items = listed.get("items") if isinstance(listed, dict) else None
         return list(items or [])
@@ -62,15 +61,12 @@ class ApiPlacementStore:
         if key in self._known:
             return
         body = {k: v for k, v in manifest.items() if k != "status"}
-        try:
-            self._known[key] = self._call(
+        # An object of that name may exist (a Job recreated under the same name): the next
+        # ``save`` reads it and replaces its plan.
+        with contextlib.suppress(errors.Conflict):
+            self._known[key] = errors.call(
                 self._api.create_namespaced_custom_object, api.GROUP, api.VERSION, key[0], api.PLURAL, body
             )
-        except exceptions.ApiException as e:
-            if e.status != 409:
-                raise
-            # An object of that name exists (a Job recreated under the same name): the next
-            # ``save`` reads it and replaces its plan.
 
     def _save(self, manifest: dict[str, Any]) -> None:
         metadata = manifest["metadata"]
@@ -83,9 +79,7 @@ class ApiPlacementStore:
             return
         try:
             self._write(key, manifest, self._known.get(key))
-        except exceptions.ApiException as e:
-            if e.status not in (404, 409):
-                raise
+        except (errors.NotFound, errors.Conflict):
             # What we remembered is stale: read the object and write again, once.
             self._known.pop(key, None)
             self._write(key, manifest, self._read(key))
@@ -99,7 +93,7 @@ class ApiPlacementStore:
         where = (api.GROUP, api.VERSION, namespace, api.PLURAL, name)
         if existing is None:
             body = {k: v for k, v in manifest.items() if k != "status"}
-            existing = self._call(
+            existing = errors.call(
                 self._api.create_namespaced_custom_object, api.GROUP, api.VERSION, namespace, api.PLURAL, body
             )
         elif existing.get("spec") != manifest["spec"] or _owners(existing) != metadata.get("ownerReferences"):
@@ -111,121 +105,64 @@ class ApiPlacementStore:
                 **existing["metadata"],
                 "ownerReferences": metadata.get("ownerReferences") or [],
             }
-            existing = self._call(self._api.replace_namespaced_custom_object, *where, body)
+            existing = errors.call(self._api.replace_namespaced_custom_object, *where, body)
         self._known[key] = existing
         old_status = existing.get("status") or {}
         if old_status != status:
             # Keys the new status leaves out are removed (null in a merge patch).
             patch = {"status": {**dict.fromkeys(old_status), **status}}
-            self._known[key] = self._call(
+            self._known[key] = errors.call(
                 self._api.patch_namespaced_custom_object_status, *where, patch, _content_type=_MERGE
             )
 
     def _read(self, key: tuple[str, str]) -> dict[str, Any] | None:
         namespace, name = key
         try:
-            found: dict[str, Any] = self._call(
+            found: dict[str, Any] = errors.call(
                 self._api.get_namespaced_custom_object, api.GROUP, api.VERSION, namespace, api.PLURAL, name
             )
-        except exceptions.ApiException as e:
-            if e.status != 404:
-                raise
+        except errors.NotFound:
             return None
         return found
 
     def _delete(self, key: tuple[str, str]) -> None:
         namespace, name = key
-        try:
-            self._call(self._api.delete_namespaced_custom_object, api.GROUP, api.VERSION, namespace,
-                       api.PLURAL, name)
-        except exceptions.ApiException as e:
-            if e.status != 404:
-                raise
-
-    @staticmethod
-    def _call(method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        try:
-            return method(*args, **kwargs)
-        except exceptions.ApiException as e:
-            if e.status in (400, 422):
-                raise ports.Rejected(f"{e.status} {e.reason}: {e.body}") from e
-            raise
-
-
-@dataclasses.dataclass(frozen=True)
-class FetchedJob:
-    """A Job read from the API (satisfies ``ports.JobView``)."""
-
-    namespace: str
-    name: str
-    uid: str
-    parallelism: int
-    completions: int | None
-    finished: bool
-    deleted: bool
+        with contextlib.suppress(errors.NotFound):
+            errors.call(self._api.delete_namespaced_custom_object, api.GROUP, api.VERSION, namespace,
+                 api.PLURAL, name)
 
 
 class ApiJobFetcher:
     """Reads a Job the state has not seen yet (its watch event can trail its pods)."""
 
-    def __init__(self, api_client: Any) -> None:
+    def __init__(self, api_client: client.ApiClient) -> None:
         self._api = client.BatchV1Api(api_client)
 
-    async def fetch(self, namespace: str, name: str) -> FetchedJob | None:
+    async def fetch(self, namespace: str, name: str) -> jobs.JobInfo | None:
         try:
-            job = await asyncio.to_thread(self._api.read_namespaced_job, name, namespace)
-        except exceptions.ApiException as e:
-            if e.status == 404:
-                return None
-            raise
-        spec, status, metadata = job.spec, job.status, job.metadata
-        if spec is None or metadata is None:
+            job = await asyncio.to_thread(errors.call, self._api.read_namespaced_job, name, namespace)
+        except errors.NotFound:
             return None
-        finished = (
-            any(c.type in ("Complete", "Failed") and c.status == "True" for c in (status.conditions or ()))
-            if status is not None
-            else False
-        )
-        return FetchedJob(
-            namespace=namespace,
-            name=name,
-            uid=str(metadata.uid or ""),
-            parallelism=int(spec.parallelism if spec.parallelism is not None else 1),
-            completions=int(spec.completions) if spec.completions is not None else None,
-            finished=finished,
-            deleted=metadata.deletion_timestamp is not None,
-        )
+        # The same JSON a watch event carries, read by the same parser as the state's Jobs.
+        body = self._api.api_client.sanitize_for_serialization(job)
+        try:
+            return jobs.JobInfo.from_manifest(body)
+        except (KeyError, TypeError, ValueError) as e:
+            raise errors.ApiError(f"Job {namespace}/{name} is unreadable: {e}"[: errors.MAX_DETAIL]) from e
 
 
 class RecorderEvents:
-    """``ports.EventSink`` over the operator's event recorder (duck-typed: the extender does not
-    import the controller; ``record`` reads the attributes of these two small records)."""
+    """``ports.EventSink`` over the operator's Event recorder."""
 
-    def __init__(self, recorder: Any, clock: Callable[[], float]) -> None:
+    def __init__(self, recorder: notices.Recorder, clock: Callable[[], float]) -> None:
         self._recorder = recorder
         self._clock = clock
 
     def pod_event(self, pod: nodes.PodUsage, reason: str, message: str, warning: bool) -> None:
-        ref = _ObjectRef("v1", "Pod", pod.name, pod.uid, pod.namespace)
+        ref = notices.ObjectRef("v1", "Pod", pod.name, pod.uid, pod.namespace)
         self._recorder.record(
-            ref, _Notice("Warning" if warning else "Normal", reason, message), self._clock()
+            ref, notices.Notice("Warning" if warning else "Normal", reason, message), self._clock()
         )
-
-
-@dataclasses.dataclass(frozen=True)
-class _ObjectRef:
-    api_version: str
-    kind: str
-    name: str
-    uid: str
-    namespace: str | None
-
-
-@dataclasses.dataclass(frozen=True)
-class _Notice:
-    type: str
-    reason: str
-    message: str
 
 
 def _owners(obj: dict[str, Any]) -> Any:

@@ -10,8 +10,9 @@ a restart right after the first pod binds cannot lose the reservation.
 from __future__ import annotations
 
 import asyncio
-import datetime
+import hashlib
 import logging
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -19,7 +20,9 @@ import pydantic
 
 from fabricsched import ids
 from fabricsched.api import placement as api
+from fabricsched.api import rfc3339
 from fabricsched.extender import ports, reservations
+from fabricsched.ports import errors
 
 logger = logging.getLogger(__name__)
 
@@ -30,9 +33,26 @@ CONCURRENT_WRITES = 4
 RETRY_DELAY_S = 1.0
 
 
+MAX_NAME = 253
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_NOT_NAME = re.compile(r"[^a-z0-9]+")
+HASH_DIGITS = 8
+
+
+class Unreadable(ValueError):
+    """A FabricPlacement object that does not describe a plan (hand-edited, or another version)."""
+
+
 def object_name(entry: reservations.Entry) -> str:
-    """The gang's name: a valid object name already (a label value or a Job name)."""
-    return entry.name.lower()
+    """The object's name, one per gang: the gang's name when it is a valid object name (a Job's
+    name always is); any other (a label value such as ``llama_70b`` or ``Dup``) becomes its
+    sanitised form plus 8 hex digits of a hash of the gang key, so ``Dup`` and ``dup`` get two
+    objects. ``spec.gang`` keeps the name as given."""
+    if len(entry.name) <= MAX_NAME and _DNS_SUBDOMAIN.fullmatch(entry.name):
+        return entry.name
+    digest = hashlib.sha256(entry.key.encode()).hexdigest()[:HASH_DIGITS]
+    stem = _NOT_NAME.sub("-", entry.name.lower()).strip("-")[: MAX_NAME - HASH_DIGITS - 1].rstrip("-")
+    return f"{stem or 'gang'}-{digest}"
 
 
 def manifest_of(entry: reservations.Entry) -> dict[str, Any]:
@@ -51,8 +71,10 @@ def manifest_of(entry: reservations.Entry) -> dict[str, Any]:
         ranks=[api.RankAssignment(rank=r, node=n) for r, n in enumerate(entry.ranks) if n is not None],
     )
     status = api.FabricPlacementStatus(
-        phase=api.PlacementPhase(entry.phase.value),
-        expires_at=_rfc3339(entry.expires_at) if entry.phase == reservations.Phase.RESERVED else None,
+        phase=entry.phase,
+        expires_at=(
+            rfc3339.format_epoch(entry.expires_at) if entry.phase == api.PlacementPhase.RESERVED else None
+        ),
         bound_ranks=sorted(entry.bound),
         comm_slowdown=entry.comm_slowdown if entry.comm_slowdown >= 1 else 1.0,
         degraded_path=entry.degraded_path,
@@ -74,16 +96,16 @@ def manifest_of(entry: reservations.Entry) -> dict[str, Any]:
     return obj.to_wire()
 
 
-def entry_of(manifest: Mapping[str, Any]) -> reservations.Entry | None:
-    """The book entry an object describes; None for an object we cannot read (logged)."""
+def entry_of(manifest: Mapping[str, Any]) -> reservations.Entry:
+    """The book entry an object describes; raises ``Unreadable`` for one that describes none."""
     try:
         obj = api.FabricPlacement.model_validate(
             {k: v for k, v in manifest.items() if k in ("apiVersion", "kind", "metadata", "spec", "status")}
         )
-    except pydantic.ValidationError as e:
-        name = (manifest.get("metadata") or {}).get("name")
-        logger.warning("ignoring unreadable FabricPlacement %s: %s", name, e)
-        return None
+        expires_at = rfc3339.parse(obj.status.expires_at) if obj.status and obj.status.expires_at else 0.0
+    except (pydantic.ValidationError, ValueError) as e:
+        name = str((manifest.get("metadata") or {}).get("name"))[:MAX_NAME]
+        raise Unreadable(f"FabricPlacement {name}: {_first_line(e)}") from e
     spec, status = obj.spec, obj.status or api.FabricPlacementStatus()
     namespace = str(obj.metadata.get("namespace") or "default")
     owner = next((r for r in obj.metadata.get("ownerReferences") or () if r.get("kind") == "Job"), None)
@@ -106,8 +128,8 @@ def entry_of(manifest: Mapping[str, Any]) -> reservations.Entry | None:
         ranks=tuple(ranks),
         # Bound ranks are re-derived from the pods; the status only tells which were bound.
         bound={},
-        expires_at=_epoch(status.expires_at),
-        phase=reservations.Phase(status.phase.value),
+        expires_at=expires_at,
+        phase=status.phase,
         domains={tier: tuple(ids.DomainName(n) for n in names) for tier, names in spec.domains.items()},
         comm_slowdown=status.comm_slowdown or 1.0,
         degraded_path=status.degraded_path,
@@ -154,11 +176,11 @@ class PlacementWriter:
                 return True  # written meanwhile, status and all
             try:
                 await self.store.create(manifest_of(entry))
-            except ports.Rejected as e:
+            except errors.Rejected as e:
                 self.failures += 1
                 logger.error("FabricPlacement %s rejected: %s", entry.display, e)
                 return False
-            except Exception as e:
+            except errors.ApiError as e:
                 self.failures += 1
                 logger.warning("could not create FabricPlacement %s: %s", entry.display, e)
                 return False
@@ -207,12 +229,12 @@ class PlacementWriter:
                 return True  # written meanwhile by another caller
             try:
                 await self.store.save(manifest_of(entry))
-            except ports.Rejected as e:
+            except errors.Rejected as e:
                 # The API server refuses the object itself: retrying the same one cannot help.
                 self.failures += 1
                 logger.error("FabricPlacement %s rejected: %s", entry.display, e)
                 return True
-            except Exception as e:
+            except errors.ApiError as e:
                 self.failures += 1
                 # Keep it unless a newer entry arrived while this one was being written.
                 self._pending.setdefault(key, entry)
@@ -226,13 +248,5 @@ def _lowest(entry: reservations.Entry) -> str:
     return next(iter(entry.domains), "leaf")
 
 
-def _rfc3339(epoch: float) -> str:
-    stamp = datetime.datetime.fromtimestamp(epoch, datetime.UTC)
-    return stamp.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _epoch(text: str | None) -> float:
-    if not text:
-        return 0.0
-    stamp = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    return stamp.timestamp()
+def _first_line(e: Exception) -> str:
+    return str(e).splitlines()[0][:200] if str(e) else type(e).__name__

@@ -3,7 +3,7 @@
 Pure: no I/O, no clock reads (``now`` is a parameter, seconds since the epoch, because
 ``expiresAt`` is written to FabricPlacement objects and read back after a restart).
 
-Life of an entry (DESIGN.md, FabricPlacement): the first pod of a gang gets a plan, which
+Life of an entry (docs/extender.md, FabricPlacement): the first pod of a gang gets a plan, which
 is ``Reserved`` for the whole gang. Ranks bind one at a time; a bound rank is held by its
 pod (the cluster state counts it as usage), an unbound rank by the book (other gangs see it
 as reserved GPUs). When every rank is bound the entry is ``Bound``. If the gang makes no
@@ -15,18 +15,11 @@ pods end.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 
 from fabricsched import ids
-
-
-class Phase(enum.StrEnum):
-    RESERVED = "Reserved"
-    BOUND = "Bound"
-    RELEASED = "Released"
-    EXPIRED = "Expired"
+from fabricsched.api.placement import PlacementPhase
 
 
 @dataclass(frozen=True)
@@ -59,7 +52,8 @@ class Entry:
     bound: Mapping[int, ids.NodeName] = field(default_factory=dict)
     """Ranks whose pod is bound and live, with the node it is bound to."""
     expires_at: float = 0.0
-    phase: Phase = Phase.RESERVED
+    phase: PlacementPhase = PlacementPhase.RESERVED
+    """The FabricPlacement's ``status.phase``."""
     domains: Mapping[str, tuple[ids.DomainName, ...]] = field(default_factory=dict)
     """Domains used, by tier name."""
     comm_slowdown: float = 1.0
@@ -74,7 +68,7 @@ class Entry:
 
     @property
     def active(self) -> bool:
-        return self.phase in (Phase.RESERVED, Phase.BOUND, Phase.EXPIRED)
+        return self.phase in (PlacementPhase.RESERVED, PlacementPhase.BOUND, PlacementPhase.EXPIRED)
 
     def unbound(self) -> list[int]:
         return [r for r in range(self.size) if r not in self.bound]
@@ -127,6 +121,16 @@ class Book:
                     del out[node]
         return out
 
+    def reserved_in(self, topology: ids.TopologyName) -> dict[ids.NodeName, int]:
+        """GPUs per node of ``topology`` held by unbound ranks (``ports.views.ReservedGpus``:
+        the FabricTopology status counts them as taken)."""
+        totals: dict[ids.NodeName, int] = {}
+        for entry in self._entries.values():
+            if entry.topology == topology:
+                for _, node in entry.held():
+                    totals[node] = totals.get(node, 0) + entry.gpus_per_pod
+        return totals
+
     def holders(self, node: ids.NodeName, exclude: ids.GangKey | None = None) -> list[Entry]:
         """Gangs holding unbound ranks on ``node`` (for the "reserved for gang ..." reason)."""
         if node not in self._reserved:
@@ -150,7 +154,8 @@ class Book:
 
     def reserve(self, entry: Entry, now: float) -> Entry:
         """A fresh plan: held for ``reservation_ttl_s`` from ``now``."""
-        return self.put(replace(entry, expires_at=now + self.options.reservation_ttl_s, phase=Phase.RESERVED))
+        expires_at = now + self.options.reservation_ttl_s
+        return self.put(replace(entry, expires_at=expires_at, phase=PlacementPhase.RESERVED))
 
     def replan(
         self, key: ids.GangKey, nodes: Mapping[int, ids.NodeName], now: float, reasons: tuple[str, ...] = ()
@@ -166,7 +171,7 @@ class Book:
             replace(
                 entry,
                 ranks=tuple(ranks),
-                phase=Phase.RESERVED,
+                phase=PlacementPhase.RESERVED,
                 expires_at=now + self.options.reservation_ttl_s,
                 reasons=reasons or entry.reasons,
             )
@@ -206,7 +211,8 @@ class Book:
             ranks[rank] = node  # the pod's real node wins over the plan
         progressed = any(r not in entry.bound for r in bound) or any(r not in bound for r in entry.bound)
         expires_at = now + self.options.reservation_ttl_s if progressed else entry.expires_at
-        phase = Phase.RESERVED if progressed and entry.phase == Phase.EXPIRED else entry.phase
+        revived = progressed and entry.phase == PlacementPhase.EXPIRED
+        phase = PlacementPhase.RESERVED if revived else entry.phase
         return self.put(
             replace(entry, ranks=tuple(ranks), bound=dict(bound), expires_at=expires_at, phase=phase)
         )
@@ -215,11 +221,12 @@ class Book:
         """Let go of unbound ranks of gangs past their expiry; returns the entries changed."""
         changed = []
         for entry in list(self._entries.values()):
-            if entry.phase != Phase.RESERVED or entry.expires_at > now:
+            if entry.phase != PlacementPhase.RESERVED or entry.expires_at > now:
                 continue
             ranks = tuple(node if rank in entry.bound else None for rank, node in enumerate(entry.ranks))
             reasons = (*entry.reasons, f"unbound ranks released after {self.options.reservation_ttl_s:g} s")
-            changed.append(self.put(replace(entry, ranks=ranks, phase=Phase.EXPIRED, reasons=reasons)))
+            expired = replace(entry, ranks=ranks, phase=PlacementPhase.EXPIRED, reasons=reasons)
+            changed.append(self.put(expired))
         return changed
 
     def release(self, key: ids.GangKey, reason: str) -> Entry | None:
@@ -227,7 +234,7 @@ class Book:
         entry = self._entries.get(key)
         if entry is None:
             return None
-        return self.put(replace(entry, phase=Phase.RELEASED, reasons=(*entry.reasons, reason)))
+        return self.put(replace(entry, phase=PlacementPhase.RELEASED, reasons=(*entry.reasons, reason)))
 
     def _count(self, entry: Entry, sign: int) -> None:
         for _, node in entry.held():
@@ -244,7 +251,7 @@ def _settle(entry: Entry) -> Entry:
     if not entry.active:
         return entry
     if len(entry.bound) == entry.size:
-        return replace(entry, phase=Phase.BOUND)
-    if entry.phase == Phase.BOUND:
-        return replace(entry, phase=Phase.RESERVED)
+        return replace(entry, phase=PlacementPhase.BOUND)
+    if entry.phase == PlacementPhase.BOUND:
+        return replace(entry, phase=PlacementPhase.RESERVED)
     return entry

@@ -1,10 +1,10 @@
-"""The extender inside ``fabricsched run``: wiring of the book, the coordinator, the
-FabricPlacement writer and the HTTP server onto the operator's ``Runtime``.
+"""The extender as one service: the book, the coordinator, the FabricPlacement writer and the
+HTTP server, built on typed parts the composition root (``fabricsched.app``) hands over.
 
-``serve(runtime, address)`` is the hook ``fabricsched run`` calls. ``build`` is there for a
-caller that wants the pieces first (the status reporter can show reserved GPUs through
-``Service.reserved``). The runtime is read duck-typed (``RuntimeView``): the controller and
-the extender are sibling adapters and do not import each other.
+What it reads of the rest of the process is the seam's (``fabricsched.ports``): the cluster
+state as a ``views.StateView``, the Event recorder as a ``notices.Recorder``. What it gives
+back is typed too: the GPUs its plans hold (``reservations``, a ``views.ReservedGpus`` the
+status reporter reads) and whether it makes decisions yet (``not_ready``, for ``/readyz``).
 """
 
 from __future__ import annotations
@@ -12,101 +12,98 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
 
 import prometheus_client
 from aiohttp import web
+from kubernetes import client
 
-from fabricsched import ids
-from fabricsched.extender import coordinator, kubeapi, locality, placements, ports, reservations, server
+from fabricsched.extender import coordinator, kubeapi, placements, ports, reservations, server
 from fabricsched.placement import request
+from fabricsched.ports import errors, notices, views
 
 logger = logging.getLogger(__name__)
 
 HOUSEKEEPING_INTERVAL_S = 1.0
 RESTORE_RETRY_S = 2.0
-
-
-class RuntimeView(Protocol):
-    """The parts of ``controller.runtime.Runtime`` the extender uses."""
-
-    @property
-    def state(self) -> Any: ...
-    @property
-    def api(self) -> Any: ...
-    @property
-    def recorder(self) -> Any: ...
-    @property
-    def metrics(self) -> Any: ...
-    @property
-    def options(self) -> Any: ...
-    @property
-    def clock(self) -> Callable[[], float]: ...
+SYNC_POLL_S = 0.1
+NOT_RESTORED = "fabricsched is starting: its reservations are not restored yet"
 
 
 @dataclass(frozen=True)
 class ServiceOptions:
+    """The extender's part of ``fabricsched run``'s flags, validated here (the command turns
+    the ValueError into a usage error)."""
+
+    address: str = "127.0.0.1:8888"
+    """host:port the kube-scheduler calls (``--extender-address``)."""
     reservation_ttl_s: float = 120.0
+    """Seconds a plan holds unbound ranks without a newly bound one (``--reservation-ttl``)."""
     max_body_bytes: int = server.DEFAULT_MAX_BODY_BYTES
+    """Largest request body accepted (``--extender-max-body-bytes``); larger ones get a 400."""
     locality_wait: request.LocalityWait = field(default_factory=request.LocalityWait)
     """The cluster's default wait for locality; off unless ``--locality-wait`` sets it."""
 
-    @classmethod
-    def of(cls, runtime_options: Any) -> ServiceOptions:
-        """From ``fabricsched run`` options, where set (older options lack these fields).
-        Raises ValueError for a locality flag that does not parse (the command checks first)."""
-        default = request.LocalityWait()
-        wait = locality.cluster_default(
-            str(getattr(runtime_options, "locality_wait", "0s")),
-            getattr(runtime_options, "locality_tolerance", default.tolerance),
-        )
-        return cls(
-            reservation_ttl_s=float(getattr(runtime_options, "reservation_ttl_s", cls.reservation_ttl_s)),
-            max_body_bytes=int(getattr(runtime_options, "extender_max_body_bytes", cls.max_body_bytes)),
-            locality_wait=wait,
-        )
+    def __post_init__(self) -> None:
+        split_address(self.address)
+        # The parts check their own bounds: build them once so a bad flag fails at start.
+        self.book_options()
+        self.server_options()
+
+    def book_options(self) -> reservations.BookOptions:
+        return reservations.BookOptions(self.reservation_ttl_s)
+
+    def server_options(self) -> server.ServerOptions:
+        return server.ServerOptions(self.max_body_bytes)
 
 
 class Service:
-    """The extender's parts, built on one runtime."""
+    """The extender's parts, wired; ``run`` serves until cancelled."""
 
-    def __init__(self, runtime: RuntimeView, options: ServiceOptions) -> None:
-        self.runtime = runtime
+    def __init__(
+        self,
+        state: views.StateView,
+        store: ports.PlacementStore,
+        jobs: ports.JobFetcher | None,
+        recorder: notices.Recorder,
+        clock: Callable[[], float],
+        options: ServiceOptions,
+        registry: prometheus_client.CollectorRegistry | None = None,
+    ) -> None:
+        self.state = state
         self.options = options
-        self.book = reservations.Book(reservations.BookOptions(options.reservation_ttl_s))
-        self.writer = placements.PlacementWriter(kubeapi.ApiPlacementStore(runtime.api), self.book)
-        state: ports.StateView = runtime.state
+        self.book = reservations.Book(options.book_options())
+        self.writer = placements.PlacementWriter(store, self.book)
         self.coordinator = coordinator.Coordinator(
             state,
             self.book,
             self.writer,
-            kubeapi.RecorderEvents(runtime.recorder, runtime.clock),
-            runtime.clock,
+            kubeapi.RecorderEvents(recorder, clock),
+            clock,
             coordinator.CoordinatorOptions(request.PlacementOptions(locality_wait=options.locality_wait)),
-            kubeapi.ApiJobFetcher(runtime.api),
+            jobs,
         )
-        self._latency = _latency_histogram(getattr(runtime.metrics, "registry", None))
+        self._latency = _latency_histogram(registry) if registry is not None else None
 
-    def reserved(self, topology: ids.TopologyName) -> Mapping[ids.NodeName, int]:
-        """GPUs per node held by unbound ranks of plans in ``topology`` (for its status)."""
-        totals: dict[ids.NodeName, int] = {}
-        for entry in self.book.entries():
-            if entry.topology == topology:
-                for _, node in entry.held():
-                    totals[node] = totals.get(node, 0) + entry.gpus_per_pod
-        return totals
+    @property
+    def reservations(self) -> views.ReservedGpus:
+        """GPUs held by unbound ranks of plans, per topology (for FabricTopology status)."""
+        return self.book
 
-    async def run(self, address: str) -> None:
-        """Serve until cancelled."""
-        host, port = _split(address)
-        app = server.make_app(
-            self.coordinator, server.ServerOptions(self.options.max_body_bytes), self._observe
-        )
-        runner = web.AppRunner(app, access_log=None)
+    def not_ready(self) -> str | None:
+        """``views.Readiness``: no decision is made before the reservations are restored."""
+        return None if self.coordinator.ready else NOT_RESTORED
+
+    def app(self) -> web.Application:
+        return server.make_app(self.coordinator, self.options.server_options(), self._observe)
+
+    async def run(self) -> None:
+        """Listen on ``options.address`` and keep the book current until cancelled."""
+        host, port = split_address(self.options.address)
+        runner = web.AppRunner(self.app(), access_log=None)
         await runner.setup()
-        unsubscribe = self.runtime.state.subscribe(self.coordinator.on_change)
+        unsubscribe = self.state.subscribe(self.coordinator.on_change)
         tasks = [
             asyncio.create_task(self.writer.run(), name="fabricplacement-writer"),
             asyncio.create_task(self._restore(), name="extender-restore"),
@@ -128,13 +125,13 @@ class Service:
     async def _restore(self) -> None:
         # Decisions wait for the state's first full listing and the stored plans: deciding
         # earlier could hand a reserved node to another gang.
-        while not self.runtime.state.synced:
-            await asyncio.sleep(0.1)
+        while not self.state.synced:
+            await asyncio.sleep(SYNC_POLL_S)
         while True:
             try:
                 await self.coordinator.restore()
                 break
-            except Exception as e:
+            except errors.ApiError as e:
                 logger.warning("could not restore reservations (retrying): %s", e)
                 await asyncio.sleep(RESTORE_RETRY_S)
         await coordinator.run_housekeeping(self.coordinator, HOUSEKEEPING_INTERVAL_S)
@@ -144,25 +141,30 @@ class Service:
             self._latency.labels(verb, outcome).observe(seconds)
 
 
-async def serve(runtime: RuntimeView, address: str) -> None:
-    """Run the extender on ``address`` (``host:port``) inside ``fabricsched run``."""
-    service = Service(runtime, ServiceOptions.of(runtime.options))
-    if hasattr(runtime, "reserved_gpus"):
-        # The operator's status reporter counts reserved GPUs as taken in FabricTopology status.
-        runtime.reserved_gpus = service.reserved
-    await service.run(address)
+def on_api(
+    state: views.StateView,
+    api_client: client.ApiClient,
+    recorder: notices.Recorder,
+    clock: Callable[[], float],
+    options: ServiceOptions,
+    registry: prometheus_client.CollectorRegistry | None = None,
+) -> Service:
+    """The service with its FabricPlacement store and Job lookups on ``api_client``."""
+    return Service(
+        state, kubeapi.ApiPlacementStore(api_client), kubeapi.ApiJobFetcher(api_client),
+        recorder, clock, options, registry,
+    )
 
 
-def _split(address: str) -> tuple[str, int]:
+def split_address(address: str) -> tuple[str, int]:
+    """``host:port`` -> (host, port), an empty host meaning every address; raises ValueError."""
     host, sep, port = address.rpartition(":")
-    if not sep or not port.isdigit():
+    if not sep or not port.isascii() or not port.isdigit() or int(port) > 65535:
         raise ValueError(f"extender address {address!r} is not host:port")
     return host.strip("[]") or "0.0.0.0", int(port)
 
 
-def _latency_histogram(registry: Any) -> Any:
-    if registry is None:
-        return None
+def _latency_histogram(registry: prometheus_client.CollectorRegistry) -> prometheus_client.Histogram:
     return prometheus_client.Histogram(
         "fabricsched_extender_request_seconds",
         "Time to answer one kube-scheduler extender call.",

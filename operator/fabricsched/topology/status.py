@@ -6,11 +6,12 @@ prints them, and ``records_from_status`` reads them back for ``HealthTracker.res
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from fabricsched import ids
+from fabricsched.api import conditions as conditions_api
+from fabricsched.api import rfc3339
 from fabricsched.api import topology as api
 from fabricsched.topology import conflicts, fabric, health, index
 
@@ -22,12 +23,8 @@ class StatusOptions:
     object size limit; ``degradedCount`` always counts every element."""
 
 
-def iso(t: float) -> str:
-    return datetime.datetime.fromtimestamp(t, tz=datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def parse_iso(text: str) -> float:
-    return datetime.datetime.fromisoformat(text).timestamp()
+iso = rfc3339.format_epoch
+parse_iso = rfc3339.parse
 
 
 def health_record(record: health.ElementHealth) -> api.HealthRecord:
@@ -123,6 +120,8 @@ def conditions(
     previous: Sequence[api.Condition] = (),
 ) -> list[api.Condition]:
     """Ready (the fabric has hosts) and Degraded (some element is not healthy)."""
+    ready: tuple[conditions_api.Status, str, str]
+    bad: tuple[conditions_api.Status, str, str]
     if hosts:
         ready = ("True", "FabricBuilt", f"{hosts} nodes in the fabric"
                  + (f"; {conflict_count} conflicts left nodes out" if conflict_count else ""))
@@ -132,11 +131,5 @@ def conditions(
         bad = ("True", "ElementsDegraded", f"{degraded} fabric elements are not healthy")
     else:
         bad = ("False", "AllHealthy", "every fabric element is healthy")
-    before = {c.type: c for c in previous}
-    out = []
-    for ctype, (status, reason, message) in (("Ready", ready), ("Degraded", bad)):
-        old = before.get(ctype)
-        since = old.last_transition_time if old is not None and old.status == status else iso(now)
-        out.append(api.Condition(type=ctype, status=status, reason=reason, message=message,
-                                 last_transition_time=since, observed_generation=generation))
-    return out
+    return [conditions_api.transition(previous, ctype, status, reason, message, now, generation)
+            for ctype, (status, reason, message) in (("Ready", ready), ("Degraded", bad))]

@@ -10,7 +10,8 @@ import copy
 from typing import Any
 
 import builders
-from fabricsched.controller import changes, state
+from fabricsched.controller import state
+from fabricsched.ports import changes
 from timing import Clock
 
 RECOVER_S = 3

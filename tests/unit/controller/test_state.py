@@ -7,7 +7,7 @@ from controller_harness import RECOVER_S, Harness, gpu_node, topology_body
 
 import builders
 from fabricsched import ids
-from fabricsched.controller import changes
+from fabricsched.ports import changes
 from fabricsched.topology import fabric
 from timing import START
 

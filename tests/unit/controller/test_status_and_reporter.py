@@ -12,6 +12,7 @@ from controller_harness import RECOVER_S, Harness, gpu_node, topology_body
 import builders
 from fabricsched import ids
 from fabricsched.controller import events, metrics, reporter, status
+from fabricsched.ports import errors
 
 IB = ids.TopologyName("ib")
 
@@ -121,7 +122,7 @@ def test_reporter_waits_for_the_initial_listings(harness: Harness) -> None:
 def test_failed_write_is_retried_on_the_next_pass(synced: Harness) -> None:
     api = FakeApi()
     rep = make_reporter(synced, api)
-    api.fail = RuntimeError("apiserver away")
+    api.fail = errors.Unavailable("apiserver away")
     assert asyncio.run(rep.report_once()) == 0
     api.fail = None
     assert asyncio.run(rep.report_once()) == 1
@@ -129,7 +130,7 @@ def test_failed_write_is_retried_on_the_next_pass(synced: Harness) -> None:
 
 def test_deleted_object_is_not_an_error(synced: Harness) -> None:
     api = FakeApi()
-    api.fail = reporter.Gone("ib")
+    api.fail = errors.NotFound("404 Not Found", 404)
     assert asyncio.run(make_reporter(synced, api).report_once()) == 0
 
 

@@ -22,6 +22,7 @@ from builders import PodBuilder, make_node, make_pod, make_topology, topograph_t
 from fabricsched import ids
 from fabricsched.controller import state as cluster_state
 from fabricsched.extender import coordinator, placements, reservations
+from fabricsched.ports import errors
 from fabricsched.topology import nodes
 from timing import Clock
 
@@ -42,7 +43,7 @@ class MemoryStore:
 
     async def create(self, manifest: dict[str, Any]) -> None:
         if self.fail:
-            raise ConnectionError("API server away")
+            raise errors.Unavailable("API server away")
         meta = manifest["metadata"]
         # As the API server does: a created object has no status until the status is written.
         self.objects.setdefault(
@@ -51,7 +52,7 @@ class MemoryStore:
 
     async def save(self, manifest: dict[str, Any]) -> None:
         if self.fail:
-            raise ConnectionError("API server away")
+            raise errors.Unavailable("API server away")
         self.writes += 1
         meta = manifest["metadata"]
         key = (meta["namespace"], meta["name"])

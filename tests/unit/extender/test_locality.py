@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import argparse
-from pathlib import Path
-
 import pytest
 
 from fabricsched import ids
-from fabricsched.controller import commands
-from fabricsched.extender import locality, service
+from fabricsched.extender import locality
 from fabricsched.placement import request
 
 DEFAULT = request.LocalityWait(timeout_s=0.0, tolerance=0.05)
@@ -145,37 +141,3 @@ def test_gangs_not_asked_about_for_long_are_forgotten() -> None:
     clocks.waited(ids.gang_key("train", "h", "uid-2"), created=None, now=locality.FORGET_AFTER_S)
     clocks.prune(now=locality.FORGET_AFTER_S + 1)
     assert len(clocks) == 1
-
-
-def parse_run(tmp_path: Path, *argv: str) -> argparse.Namespace:
-    parser = argparse.ArgumentParser()
-    commands.register(parser.add_subparsers())
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text("apiVersion: v1\nkind: Config\n")
-    return parser.parse_args(["run", "--kubeconfig", str(kubeconfig), *argv])
-
-
-def test_run_flags_set_the_extenders_default_wait(tmp_path: Path) -> None:
-    args = parse_run(tmp_path, "--locality-wait", "10m", "--locality-tolerance", "0.1")
-    options = commands.options_from(args)
-    assert service.ServiceOptions.of(options).locality_wait == request.LocalityWait(600.0, 0.1)
-
-
-def test_by_default_run_does_not_wait_for_locality(tmp_path: Path) -> None:
-    options = commands.options_from(parse_run(tmp_path))
-    assert not service.ServiceOptions.of(options).locality_wait.enabled
-
-
-@pytest.mark.parametrize(
-    ("argv", "flag"),
-    [
-        (["--locality-wait", "600"], "--locality-wait"),
-        (["--locality-tolerance", "5"], "--locality-tolerance"),
-    ],
-    ids=["a wait without a unit is refused", "a tolerance given as a percentage is refused"],
-)
-def test_run_refuses_bad_locality_flags_at_the_command_line(
-    tmp_path: Path, argv: list[str], flag: str
-) -> None:
-    with pytest.raises(ValueError, match=rf"^{flag}: "):
-        commands.options_from(parse_run(tmp_path, *argv))

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import re
 
+import pytest
 from extender_harness import MemoryStore
 
 from fabricsched import ids
@@ -29,7 +31,7 @@ def entry(**changes: object) -> reservations.Entry:
         ranks=(N("gpu-017"), N("gpu-018"), None),
         bound={0: N("gpu-017")},
         expires_at=1_700_000_120.0,
-        phase=reservations.Phase.EXPIRED,
+        phase=api.PlacementPhase.EXPIRED,
         domains={"leaf": (ids.DomainName("l03"),), "spine": (ids.DomainName("s1"),)},
         comm_slowdown=1.07,
         degraded_path=True,
@@ -48,17 +50,25 @@ def test_the_manifest_is_a_valid_fabricplacement_owned_by_the_job() -> None:
 
 
 def test_an_entry_read_back_from_its_object_holds_the_same_plan() -> None:
-    original = entry(phase=reservations.Phase.RESERVED)
+    original = entry(phase=api.PlacementPhase.RESERVED)
     back = placements.entry_of(placements.manifest_of(original))
     assert back is not None
     # Bound ranks are re-derived from pods after a restart, not trusted from status.
     assert back == dataclasses.replace(original, bound={})
 
 
-def test_an_unreadable_object_is_skipped() -> None:
+def test_an_unreadable_object_raises_a_typed_error_naming_it() -> None:
     manifest = placements.manifest_of(entry())
     manifest["spec"]["ranks"].append({"rank": 7, "node": "x"})
-    assert placements.entry_of(manifest) is None
+    with pytest.raises(placements.Unreadable, match="FabricPlacement b"):
+        placements.entry_of(manifest)
+
+
+def test_an_unreadable_expiry_is_unreadable_too() -> None:
+    manifest = placements.manifest_of(entry(phase=api.PlacementPhase.RESERVED))
+    manifest["status"]["expiresAt"] = "yesterday"
+    with pytest.raises(placements.Unreadable):
+        placements.entry_of(manifest)
 
 
 def test_only_the_newest_entry_of_a_gang_is_written_and_failures_are_retried() -> None:
@@ -86,7 +96,7 @@ def test_only_the_newest_entry_of_a_gang_is_written_and_failures_are_retried() -
 def test_a_new_plan_is_created_at_once_and_its_status_follows_in_the_background() -> None:
     store = MemoryStore()
     writer = placements.PlacementWriter(store, reservations.Book(reservations.BookOptions()))
-    fresh = entry(phase=reservations.Phase.RESERVED, bound={})
+    fresh = entry(phase=api.PlacementPhase.RESERVED, bound={})
 
     async def scenario() -> None:
         writer.submit(fresh)
@@ -101,3 +111,44 @@ def test_a_new_plan_is_created_at_once_and_its_status_follows_in_the_background(
 
     asyncio.run(scenario())
     assert store.get("train", "b")["status"]["phase"] == "Reserved"
+
+
+def gang(name: str, namespace: str = "train") -> reservations.Entry:
+    """A gang named by its label (no Job), as ``fabricsched.io/gang: <name>`` gives it."""
+    return entry(key=ids.gang_key(namespace, name), name=name, job_uid="", job_name=None)
+
+
+NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
+@pytest.mark.parametrize("name", ["b", "llama-70b", "train.v2", "a" * 253],
+                         ids=["a short name", "a name with dashes", "a name with a dot", "the longest name"])
+def test_a_gang_name_that_is_a_valid_object_name_is_the_objects_name(name: str) -> None:
+    assert placements.object_name(gang(name)) == name
+
+
+def test_a_gang_name_with_an_underscore_gets_a_valid_name_and_keeps_its_own_in_the_spec() -> None:
+    manifest = placements.manifest_of(gang("llama_70b"))
+    name = manifest["metadata"]["name"]
+    assert re.fullmatch(r"llama-70b-[0-9a-f]{8}", name) and NAME.fullmatch(name)
+    assert manifest["spec"]["gang"] == "llama_70b"
+    assert placements.entry_of(manifest).name == "llama_70b"
+
+
+def test_gangs_that_differ_only_in_case_get_two_objects() -> None:
+    upper, lower = placements.object_name(gang("Dup")), placements.object_name(gang("dup"))
+    assert lower == "dup" and upper != lower and upper.startswith("dup-")
+
+
+@pytest.mark.parametrize("name", ["_", "-x-", "x" * 300, "Ünïcode", "a..b", "UPPER.case"],
+                         ids=["only a symbol", "dashes at both ends", "longer than an object name",
+                              "non-ASCII letters", "an empty dot segment", "upper case with a dot"])
+def test_every_other_gang_name_becomes_a_valid_object_name(name: str) -> None:
+    made = placements.object_name(gang(name))
+    assert NAME.fullmatch(made) and len(made) <= 253, made
+
+
+def test_the_same_name_in_two_namespaces_hashes_apart_but_each_is_stable() -> None:
+    first, second = gang("Dup", "team-a"), gang("Dup", "team-b")
+    assert placements.object_name(first) != placements.object_name(second)
+    assert placements.object_name(first) == placements.object_name(gang("Dup", "team-a"))

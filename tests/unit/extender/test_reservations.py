@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from fabricsched import ids
+from fabricsched.api.placement import PlacementPhase
 from fabricsched.extender import reservations
 
-Phase = reservations.Phase
+Phase = PlacementPhase
 N = ids.NodeName
 T0 = 1000.0
 

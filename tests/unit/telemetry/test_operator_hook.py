@@ -10,7 +10,8 @@ from typing import Any
 
 import builders
 from fabricsched import ids
-from fabricsched.controller import changes, events, metrics, runtime, state, status, telemetry_feed
+from fabricsched.controller import events, metrics, runtime, state, status, telemetry_feed
+from fabricsched.ports import changes
 from fabricsched.telemetry import poller
 from fabricsched.topology import fabric, health
 from timing import Clock

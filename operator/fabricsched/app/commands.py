@@ -1,20 +1,27 @@
-"""``fabricsched run``: the operator (and the extender, when installed) in one process."""
+"""``fabricsched run``: the operator and the extender in one process.
+
+The flags, their defaults and their checks side by side; ``options_from`` turns them into
+``options.RunOptions`` or a ValueError fit for the command line.
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import TypeVar
 
+from fabricsched.app import options as run_options
 from fabricsched.controller import health_server, kube, logs, runtime
+from fabricsched.extender import locality, service
 
 _DEFAULTS = runtime.Options(kubeconfig=None)
-LOCALITY_MODULE = "fabricsched.extender.locality"
-"""Parses the locality flags; loaded by name (the controller does not import the extender)."""
+_EXTENDER = service.ServiceOptions()
+_LEASES = run_options.LeaseOptions()
+T = TypeVar("T")
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -28,22 +35,28 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                           "when running in a cluster, else ~/.kube/config)")
     run.add_argument("--health-address", default=_DEFAULTS.health_address, metavar="HOST:PORT",
                      help="address of /healthz, /readyz and /metrics (default: %(default)s)")
-    run.add_argument("--extender-address", default=_DEFAULTS.extender_address, metavar="HOST:PORT",
+    run.add_argument("--extender-address", default=_EXTENDER.address, metavar="HOST:PORT",
                      help="address of the scheduler extender (default: %(default)s)")
-    run.add_argument("--namespace-for-leases", dest="lease_namespace", default=_DEFAULTS.lease_namespace,
-                     help="namespace for coordination Leases (default: %(default)s)")
+    run.add_argument("--reservation-ttl", type=float, default=_EXTENDER.reservation_ttl_s, metavar="SECONDS",
+                     help="let go of a plan's unbound ranks after this long without a newly bound one "
+                          "(default: %(default)s)")
+    run.add_argument("--extender-max-body-bytes", type=int, default=_EXTENDER.max_body_bytes, metavar="BYTES",
+                     help="largest extender request body; larger ones are refused (HTTP 400) "
+                          "(default: %(default)s)")
+    run.add_argument("--namespace-for-leases", dest="lease_namespace", default=_LEASES.namespace,
+                     help="namespace of fabricsched's coordination Lease (default: %(default)s)")
     run.add_argument("--events-namespace", default=_DEFAULTS.events_namespace,
                      help="namespace for Events about cluster-scoped objects (default: %(default)s)")
-    run.add_argument("--log-format", choices=("text", "json"), default=_DEFAULTS.log_format,
+    run.add_argument("--log-format", choices=run_options.LOG_FORMATS, default="text",
                      help="log line format (default: %(default)s)")
     run.add_argument("--status-interval", type=float, default=_DEFAULTS.status_interval_s, metavar="SECONDS",
                      help="least time between two status writes of one FabricTopology (default: %(default)s)")
-    run.add_argument("--locality-wait", default=_DEFAULTS.locality_wait, metavar="DURATION",
+    run.add_argument("--locality-wait", default="0s", metavar="DURATION",
                      help="hold a gang whose best placement now is more than --locality-tolerance above "
                           "its floor for up to DURATION (600s, 10m, 1h) waiting for a better one; a "
                           "gang's fabricsched.io/locality-wait annotation overrides it (default: "
                           "%(default)s = off; see docs/extender.md)")
-    run.add_argument("--locality-tolerance", type=float, default=_DEFAULTS.locality_tolerance,
+    run.add_argument("--locality-tolerance", type=float, default=_EXTENDER.locality_wait.tolerance,
                      metavar="FRACTION",
                      help="a placement within floor x (1 + FRACTION) starts at once (default: %(default)s)")
     run.add_argument("--verbose", action="store_true", help="debug logs, kopf's included")
@@ -63,40 +76,48 @@ def resolve_kubeconfig(given: Path | None, environ: Mapping[str, str]) -> Path |
     return kubeconfig
 
 
-def options_from(args: argparse.Namespace) -> runtime.Options:
+def options_from(args: argparse.Namespace) -> run_options.RunOptions:
     """Validated options; raises ValueError with a message fit for the command line."""
     kubeconfig = resolve_kubeconfig(args.kubeconfig, os.environ)
-    for flag, address in (("--health-address", args.health_address),
-                          ("--extender-address", args.extender_address)):
-        try:
-            health_server.split_address(address)
-        except ValueError as e:
-            raise ValueError(f"{flag}: {e}") from e
+    try:
+        health_server.split_address(args.health_address)
+    except ValueError as e:
+        raise ValueError(f"--health-address: {e}") from e
     if not args.status_interval > 0:
         raise ValueError("--status-interval must be greater than 0")
-    check_locality(args.locality_wait, args.locality_tolerance)
-    return runtime.Options(
-        kubeconfig=kubeconfig,
-        health_address=args.health_address,
-        extender_address=args.extender_address,
-        lease_namespace=args.lease_namespace,
-        events_namespace=args.events_namespace,
+    return run_options.RunOptions(
+        operator=runtime.Options(
+            kubeconfig=kubeconfig,
+            health_address=args.health_address,
+            events_namespace=args.events_namespace,
+            status_interval_s=args.status_interval,
+        ),
+        extender=_extender_options(args),
+        leases=_flagged("--namespace-for-leases", lambda: run_options.LeaseOptions(args.lease_namespace)),
         log_format=args.log_format,
-        status_interval_s=args.status_interval,
-        locality_wait=args.locality_wait,
-        locality_tolerance=args.locality_tolerance,
     )
 
 
-def check_locality(wait: str, tolerance: float) -> None:
-    """Fail at the command line on a locality flag the extender would refuse at start."""
+def _extender_options(args: argparse.Namespace) -> service.ServiceOptions:
+    wait = locality.cluster_default(args.locality_wait, args.locality_tolerance)
+    _flagged("--extender-address", lambda: service.split_address(args.extender_address))
+    _flagged("--reservation-ttl", lambda: service.ServiceOptions(reservation_ttl_s=args.reservation_ttl))
+    _flagged("--extender-max-body-bytes",
+             lambda: service.ServiceOptions(max_body_bytes=args.extender_max_body_bytes))
+    return service.ServiceOptions(
+        address=args.extender_address,
+        reservation_ttl_s=args.reservation_ttl,
+        max_body_bytes=args.extender_max_body_bytes,
+        locality_wait=wait,
+    )
+
+
+def _flagged(flag: str, make: Callable[[], T]) -> T:
+    """``make()``, its ValueError naming ``flag``."""
     try:
-        parser = importlib.import_module(LOCALITY_MODULE)
-    except ModuleNotFoundError as e:
-        if e.name != LOCALITY_MODULE:
-            raise
-        return  # no extender installed: nothing reads these flags
-    parser.cluster_default(wait, tolerance)
+        return make()
+    except ValueError as e:
+        raise ValueError(f"{flag}: {e}") from e
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -107,10 +128,10 @@ def _run(args: argparse.Namespace) -> int:
         return 2
     logs.configure(options.log_format, args.verbose)
     # Imported here: kopf is heavy and `fabricsched --help` should stay quick.
-    from fabricsched.controller import running
+    from fabricsched.app import process
 
     try:
-        asyncio.run(running.serve(options))
+        asyncio.run(process.serve(options))
     except kube.KubeconfigError as e:
         print(f"fabricsched run: error: {e}", file=sys.stderr)
         return 1

@@ -1,0 +1,38 @@
+"""``fabricsched run``'s options: each part's own, side by side, validated before anything starts."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from fabricsched.controller import runtime
+from fabricsched.extender import service
+
+LOG_FORMATS = ("text", "json")
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+
+
+@dataclass(frozen=True)
+class LeaseOptions:
+    """Where fabricsched's coordination Leases live (``--namespace-for-leases``): the Lease its
+    replicas elect a writer of topology status, Events and plans with."""
+
+    namespace: str = "kube-system"
+    name: str = "fabricsched"
+
+    def __post_init__(self) -> None:
+        for what, value in (("namespace", self.namespace), ("name", self.name)):
+            if not _DNS_LABEL.fullmatch(value):
+                raise ValueError(f"lease {what} {value[:80]!r} is not a DNS-1123 label")
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    operator: runtime.Options
+    extender: service.ServiceOptions = field(default_factory=service.ServiceOptions)
+    leases: LeaseOptions = field(default_factory=LeaseOptions)
+    log_format: str = "text"
+
+    def __post_init__(self) -> None:
+        if self.log_format not in LOG_FORMATS:
+            raise ValueError(f"log format {self.log_format!r} is not one of {', '.join(LOG_FORMATS)}")

@@ -1,0 +1,42 @@
+"""One ``fabricsched run`` process, wired: the operator's runtime, the extender's service on
+its state, and the views each gives the other.
+
+    operator state ──StateView, Recorder──▶ extender service
+    extender book  ──ReservedGpus────────▶ status reporter
+    extender       ──Readiness───────────▶ /readyz
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from fabricsched.app import options as run_options
+from fabricsched.controller import kube, running, runtime
+from fabricsched.extender import service
+
+logger = logging.getLogger(__name__)
+
+
+def extender_for(rt: runtime.Runtime, options: service.ServiceOptions) -> service.Service:
+    """The extender on the operator's state, recorder, clock and metrics registry."""
+    return service.on_api(rt.state, rt.api, rt.recorder, rt.clock, options, rt.metrics.registry)
+
+
+def companions(extender: service.Service) -> running.Companions:
+    """What the operator's run gets of the extender."""
+    return running.Companions(
+        tasks={"extender": extender.run},
+        reserved=extender.reservations,
+        readiness=(extender,),
+    )
+
+
+async def serve(options: run_options.RunOptions, stop_flag: asyncio.Event | None = None) -> None:
+    """Run the operator and the extender until a signal or ``stop_flag``."""
+    api = kube.api_client(options.operator.kubeconfig)
+    rt = running.build(options.operator, api)
+    extender = extender_for(rt, options.extender)
+    logger.info("extender on %s; coordination Lease %s/%s", options.extender.address,
+                options.leases.namespace, options.leases.name)
+    await running.serve(rt, companions(extender), stop_flag)

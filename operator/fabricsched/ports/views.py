@@ -1,0 +1,71 @@
+"""Read-only views one adapter gives another: the cluster state (the controller's, read by the
+extender), one topology at one state generation, and the GPUs plans hold (the extender's,
+read by the status reporter).
+
+``controller.state.ClusterState``, ``controller.snapshots.TopologySnapshot`` and
+``extender.reservations.Book`` satisfy these structurally; mypy checks it where the
+composition root hands them over. Tests pass small in-memory fakes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from typing import Protocol
+
+from fabricsched import ids
+from fabricsched.api import topology as api
+from fabricsched.ports import changes
+from fabricsched.ports import jobs as job_types
+from fabricsched.topology import fabric, nodes
+
+
+class SnapshotView(Protocol):
+    """One topology at one state generation."""
+
+    @property
+    def name(self) -> ids.TopologyName: ...
+    @property
+    def spec(self) -> api.FabricTopologySpec: ...
+    @property
+    def fabric(self) -> fabric.Fabric: ...
+    @property
+    def free_gpus(self) -> Mapping[ids.NodeName, int]: ...
+    @property
+    def generation(self) -> int: ...
+
+
+class StateView(Protocol):
+    """The operator's cluster state, read-only, plus its change notifications."""
+
+    @property
+    def synced(self) -> bool: ...
+    @property
+    def pods(self) -> Mapping[tuple[str, str], nodes.PodUsage]: ...
+    @property
+    def jobs(self) -> Mapping[tuple[str, str], job_types.JobInfo]: ...
+
+    def topology_of(self, node: ids.NodeName) -> ids.TopologyName | None: ...
+    def topology_holding_most(self, nodes: Collection[ids.NodeName]) -> ids.TopologyName | None:
+        """The topology holding most of ``nodes`` (``topology_of``), the first by name on a
+        tie; None when none holds any."""
+        ...
+    def snapshot(self, name: ids.TopologyName) -> SnapshotView | None: ...
+    def job_by_uid(self, namespace: str, uid: str) -> job_types.JobInfo | None: ...
+    def subscribe(self, callback: changes.Subscriber) -> changes.Unsubscribe: ...
+
+
+class ReservedGpus(Protocol):
+    """GPUs held by plans for ranks whose pods are not bound yet: the FabricTopology status
+    counts them as taken (``gpus.free``)."""
+
+    def reserved_in(self, topology: ids.TopologyName) -> Mapping[ids.NodeName, int]:
+        """GPUs per node of ``topology`` held by unbound ranks; nodes holding none are absent."""
+        ...
+
+
+class Readiness(Protocol):
+    """A part of the process that must be ready before ``/readyz`` says so."""
+
+    def not_ready(self) -> str | None:
+        """Why the part cannot serve yet; None once it can."""
+        ...
