@@ -44,7 +44,7 @@ def register(registry: kopf.OperatorRegistry, rt: runtime.Runtime) -> None:
             started = time.perf_counter()
             try:
                 apply(body)
-            except Exception:
+            except Exception:  # an object no parser foresaw must not stop the watch of all others
                 metrics.handler_errors.labels(kind).inc()
                 logger.exception("cannot apply %s %s", kind, _name(body))
                 return
@@ -61,7 +61,7 @@ def register(registry: kopf.OperatorRegistry, rt: runtime.Runtime) -> None:
                 return
             try:
                 delete(body)
-            except Exception:
+            except Exception:  # as above: one object never stops the watch
                 metrics.handler_errors.labels(kind).inc()
                 logger.exception("cannot delete %s %s", kind, _name(body))
                 return

@@ -469,5 +469,5 @@ async def run_housekeeping(coordinator: Coordinator, interval_s: float) -> None:
         await asyncio.sleep(interval_s)
         try:
             coordinator.housekeeping()
-        except Exception:
+        except Exception:  # pure book work: only a defect lands here, and expiry must go on
             logger.exception("extender housekeeping failed")

@@ -23,12 +23,14 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import aiohttp
 import pydantic
 import pydantic_core
-from aiohttp import web
+from aiohttp import http_exceptions, web, web_protocol
 
 from fabricsched.api import extender as wire
 from fabricsched.extender import coordinator, openapi
+from fabricsched.ports import errors
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +51,10 @@ class Decider(Protocol):
 
 
 _MAX_BODY = web.AppKey("max_body_bytes", int)
+_UNREADABLE = (
+    OSError, aiohttp.ClientError, http_exceptions.HttpProcessingError, web_protocol.PayloadAccessError,
+)
+"""What reading a request body raises when the client's bytes stop short or break the framing."""
 
 Observer = Callable[[str, float, str], None]
 """Told (verb, seconds, outcome) after each call: ``ok``, ``bad-request`` or ``error`` (metrics)."""
@@ -95,13 +101,17 @@ class _Handlers:
         self._observe = observe
 
     async def filter(self, request: web.Request) -> web.Response:
-        return await self._serve("filter", request, self._filter)
+        return await self._serve("filter", request, self._filter, _filter_failed)
 
     async def prioritize(self, request: web.Request) -> web.Response:
-        return await self._serve("prioritize", request, self._prioritize)
+        return await self._serve("prioritize", request, self._prioritize, _prioritize_failed)
 
     async def _serve(
-        self, verb: str, request: web.Request, decide: Callable[[wire.ExtenderArgs], Awaitable[Answer]]
+        self,
+        verb: str,
+        request: web.Request,
+        decide: Callable[[wire.ExtenderArgs], Awaitable[Answer]],
+        failed: Callable[[str], web.Response],
     ) -> web.Response:
         started = time.perf_counter()
         try:
@@ -109,17 +119,23 @@ class _Handlers:
         except BadRequest as e:
             response, outcome = _error(400, str(e)), "bad-request"
         else:
-            response, outcome = await decide(args)
+            try:
+                response, outcome = await decide(args)
+            except Exception:
+                # The one last resort of the request path: a defect in a decision answers this
+                # request with an error and the server goes on answering the scheduler.
+                logger.exception("%s failed for pod %s", verb, _pod_name(args.pod))
+                response, outcome = failed(f"fabricsched {verb} failed"), "error"
         self._observe(verb, time.perf_counter() - started, outcome)
         return response
 
     async def _filter(self, args: wire.ExtenderArgs) -> Answer:
         try:
             answer = await self._decider.filter(args.pod, args.candidate_names())
-        except Exception as e:
-            logger.exception("filter failed for pod %s", _pod_name(args.pod))
-            failure = wire.ExtenderFilterResult.failure(f"fabricsched filter failed: {e}")
-            return _json(failure.to_wire()), "error"
+        except errors.ApiError as e:
+            # A lookup the decision needed failed (the pod's Job): the scheduler asks again.
+            logger.warning("filter for pod %s could not reach the API server: %s", _pod_name(args.pod), e)
+            return _filter_failed(f"fabricsched filter failed: {e}"), "error"
         if answer.error:
             body = _dumps(wire.ExtenderFilterResult.failure(answer.error).to_wire())
         elif args.node_cache_capable or args.nodes is None:
@@ -132,13 +148,18 @@ class _Handlers:
         return _body(body), "ok"
 
     async def _prioritize(self, args: wire.ExtenderArgs) -> Answer:
-        try:
-            scores = self._decider.prioritize(args.pod, args.candidate_names())
-        except Exception:
-            # A prioritize failure only loses our preference; the filter already steered.
-            logger.exception("prioritize failed for pod %s", _pod_name(args.pod))
-            return _error(500, "fabricsched prioritize failed"), "error"
+        # A prioritize failure (answered by ``_serve``) only loses our preference: the filter steered.
+        scores = self._decider.prioritize(args.pod, args.candidate_names())
         return _body(encode_scores(scores)), "ok"
+
+
+def _filter_failed(message: str) -> web.Response:
+    # The scheduler reads a filter's failure from the Error field of a 200 answer.
+    return _json(wire.ExtenderFilterResult.failure(message).to_wire())
+
+
+def _prioritize_failed(message: str) -> web.Response:
+    return _error(500, message)
 
 
 def encode_filter(passed: list[str], failed: Mapping[str, str], unresolvable: Mapping[str, str]) -> bytes:
@@ -177,7 +198,7 @@ async def _args(request: web.Request) -> wire.ExtenderArgs:
         body = await request.read()
     except web.HTTPRequestEntityTooLarge as e:
         raise BadRequest(f"body larger than {request.app[_MAX_BODY]} bytes") from e
-    except Exception as e:  # the client hung up mid-body: a truncated request
+    except _UNREADABLE as e:  # the client hung up mid-body, or sent a broken chunk: a truncated request
         raise BadRequest(f"could not read the body: {e}") from e
     if request.content_length is not None and len(body) < request.content_length:
         raise BadRequest(f"truncated body: {len(body)} of {request.content_length} bytes")
