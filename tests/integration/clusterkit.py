@@ -1,5 +1,5 @@
 """Helpers of the integration tests: the binaries check, the cluster handle, namespaces, the
-node factory, and polling (``wait_for``, from tests/timing.py at the local control plane's pace).
+node factory, and polling (``wait_for``, from ``waiting``).
 
 A module of its own (not conftest) so test modules can import the types they annotate with.
 """
@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import pytest
+from waiting import wait_for as wait_for
 
 from fabricsched.cluster import binaries, controlplane, errors, nodes, rest, samples
 from fabricsched.cluster import kubelet as stand_in_kubelet
-from timing import wait_for as wait_for
 
 GROUP_LABEL = "fabricsched.io/test-group"
 """Label ``node_factory`` puts on its nodes: select it to schedule onto this test's nodes only."""

@@ -16,9 +16,10 @@ from typing import Any
 
 import pytest
 import yaml
-from clusterkit import Cluster, wait_for
+from clusterkit import Cluster
 from kubernetes.client.exceptions import ApiException
 from pydantic import ValidationError
+from waiting import wait_for
 
 from fabricsched.api import crd, placement, topology
 

@@ -16,14 +16,14 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from clusterkit import find_binaries_or_skip, new_namespace, stop_process, wait_for
+from clusterkit import find_binaries_or_skip, new_namespace, stop_process
+from waiting import wait_for
 
 from fabricsched.cluster import commands, controlplane, nodes, processes, rest, samples
 from fabricsched.cluster import kubelet as stand_in_kubelet
@@ -32,6 +32,7 @@ REPO = Path(__file__).resolve().parents[2]
 TOPOLOGY = "ib-test"
 GPU = "nvidia.com/gpu"
 PLACEMENTS = "/apis/fabricsched.io/v1alpha1/namespaces/{ns}/fabricplacements"
+TOPOLOGIES = "/apis/fabricsched.io/v1alpha1/fabrictopologies"
 
 
 def trainer_spec(gpus: int) -> dict[str, Any]:
@@ -178,6 +179,25 @@ class Fabric:
         status, body = self.api.request("GET", PLACEMENTS.format(ns=namespace) + f"/{name}")
         return body if status == 200 else None
 
+    def topology_status(self) -> dict[str, Any]:
+        found: dict[str, Any] = self.api.call("GET", f"{TOPOLOGIES}/{TOPOLOGY}").get("status") or {}
+        return found
+
+    def settled(self) -> bool:
+        """Every GPU free, none reserved, every element healthy: what the topology's status
+        shows once the extender has let go of the last test's gangs (it counts reserved GPUs
+        as taken) and the operator has applied the last health change."""
+        status = self.topology_status()
+        gpus = status.get("gpus") or {}
+        return bool(gpus.get("total")) and gpus.get("free") == gpus["total"] and not status.get("degraded")
+
+    def unhealthy(self, kind: str, name: str) -> bool:
+        """The topology's status lists the node (kind node) or domain (kind domain): the state
+        the extender decides on has the change (the status is computed from that state)."""
+        key = "node" if kind == "node" else "domain"
+        records = self.topology_status().get("degraded", [])
+        return any(r.get("kind") == kind and r.get(key) == name for r in records)
+
     def label_health(self, node: str, state: str | None) -> None:
         patch = {"metadata": {"labels": {"fabricsched.io/fabric-health": state}}}
         self.api.call("PATCH", f"/api/v1/nodes/{node}", patch, rest.MERGE_PATCH)
@@ -247,9 +267,9 @@ def ns(fabric: Fabric) -> Iterator[str]:
     name = fabric.namespace()
     yield name
     fabric.clean(name)
-    # The next test starts with every GPU free and no reservation left.
+    # The next test starts with every GPU free, no reservation left and a healthy fabric.
     wait_for("pods gone", lambda: not fabric.pods(name), timeout=60)
-    time.sleep(1.5)
+    wait_for("every GPU free and healthy in the topology's status", fabric.settled, timeout=60)
 
 
 def leaf_changes(fabric: Fabric, placed: list[str]) -> int:
@@ -287,7 +307,8 @@ def test_a_two_leaf_gang_stays_under_one_spine_and_off_a_leaf_with_degraded_upli
         ]
     )
     try:
-        time.sleep(1.0)
+        wait_for(f"leaf {degraded} degraded in the topology's status",
+                 lambda: fabric.unhealthy("domain", degraded))
         fabric.job(ns, "wide", pods=6)
         placed = fabric.placed(ns, "wide", 6)
     finally:
@@ -303,7 +324,7 @@ def test_a_single_pod_job_goes_to_a_host_with_a_degraded_link(fabric: Fabric, ns
     host = sorted(fabric.leaf_of)[5]
     fabric.label_health(host, "degraded")
     try:
-        time.sleep(1.0)
+        wait_for(f"host {host} degraded in the topology's status", lambda: fabric.unhealthy("node", host))
         fabric.job(ns, "solo", pods=1, gpus=2)
         assert fabric.placed(ns, "solo", 1) == [host]
     finally:
@@ -322,8 +343,17 @@ def test_a_required_tier_gang_that_cannot_fit_stays_pending_with_an_event_naming
 
     found = wait_for("an Event saying the leaf tier cannot be met", event, timeout=60)
     assert "leaf" in found["message"] and found["involvedObject"]["kind"] == "Pod"
-    time.sleep(2)
-    assert all(not p["spec"].get("nodeName") for p in fabric.pods(ns))
+
+    def all_unschedulable() -> list[dict[str, Any]] | None:
+        # The scheduler's own verdict on every pod of the gang, not a moment of not being bound.
+        pods = fabric.pods(ns)
+        conditions = [c for p in pods for c in p["status"].get("conditions") or ()]
+        verdicts = [c for c in conditions if c["type"] == "PodScheduled"]
+        done = len(pods) == 5 and len(verdicts) == 5
+        return pods if done and all(c["reason"] == "Unschedulable" for c in verdicts) else None
+
+    pods = wait_for("every pod of the gang marked Unschedulable", all_unschedulable, timeout=60)
+    assert all(not p["spec"].get("nodeName") for p in pods)
 
 
 def test_no_reservation_is_lost_over_a_sigkill_and_a_host_degraded_meanwhile_is_avoided(

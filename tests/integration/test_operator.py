@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 from kubernetes.client.exceptions import ApiException
+from waiting import wait_for
 
 from fabricsched.api import topology as api
 from fabricsched.cluster import samples
@@ -38,15 +39,11 @@ def free_port() -> int:
         return port
 
 
-def poll(what: str, check: Callable[[], Any], timeout: float, interval: float = 0.2) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(interval)
-    pytest.fail(f"timed out after {timeout:.0f} s waiting for {what} (last: {last!r})", pytrace=False)
+def metric(text: str, name: str, **labels: str) -> float:
+    """One sample's value from a /metrics page (0 when absent)."""
+    wanted = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+    prefix = f"{name}{{{wanted}}} "
+    return next((float(line[len(prefix):]) for line in text.splitlines() if line.startswith(prefix)), 0.0)
 
 
 def http_get(url: str) -> tuple[int, str]:
@@ -81,8 +78,8 @@ class Operator:
         self.process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
                                         env={**os.environ, "PYTHONUNBUFFERED": "1"})
         log.close()
-        poll("the operator to be ready", lambda: self._alive() and http_get(self.url("/readyz"))[0] == 200,
-             timeout=60)
+        wait_for("the operator to be ready",
+                 lambda: self._alive() and http_get(self.url("/readyz"))[0] == 200, timeout=60)
 
     def _alive(self) -> bool:
         assert self.process is not None
@@ -197,7 +194,7 @@ def test_status_shows_nodes_gpus_and_domains(topology: Callable[..., str], node_
         st = status_of(custom_objects, name)
         return st if st.get("nodes") == 3 else None
 
-    st = poll("status with 3 nodes", right, timeout=STATUS_DEADLINE_S)
+    st = wait_for("status with 3 nodes", right, timeout=STATUS_DEADLINE_S)
     assert st["gpus"] == {"total": 20, "free": 20}
     assert st["observedGeneration"] == 1
     rows = {(r["tier"], r["name"]): r for r in st["domains"]}
@@ -213,51 +210,51 @@ def test_a_running_gpu_pod_lowers_free_gpus(topology: Callable[..., str], node_f
                                             kubelet: Any) -> None:
     (node,) = node_factory(1, gpus=8, leaf="l01")
     name = topology()
-    poll("the node in status", lambda: status_of(custom_objects, name).get("nodes") == 1,
-         timeout=STATUS_DEADLINE_S)
+    wait_for("the node in status", lambda: status_of(custom_objects, name).get("nodes") == 1,
+             timeout=STATUS_DEADLINE_S)
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "trainer", "namespace": namespace},
            "spec": {"nodeName": node, "containers": [{
                "name": "main", "image": "trainer:1",
                "resources": {"requests": {"nvidia.com/gpu": "6"}, "limits": {"nvidia.com/gpu": "6"}}}]}}
     core_v1.create_namespaced_pod(namespace, pod)
     kubelet(namespace, "trainer", "Running")
-    poll("gpus.free to drop to 2", lambda: status_of(custom_objects, name)["gpus"]["free"] == 2,
-         timeout=STATUS_DEADLINE_S)
+    wait_for("gpus.free to drop to 2", lambda: status_of(custom_objects, name)["gpus"]["free"] == 2,
+             timeout=STATUS_DEADLINE_S)
     kubelet(namespace, "trainer", "Succeeded")
-    poll("gpus.free back to 8", lambda: status_of(custom_objects, name)["gpus"]["free"] == 8,
-         timeout=STATUS_DEADLINE_S)
+    wait_for("gpus.free back to 8", lambda: status_of(custom_objects, name)["gpus"]["free"] == 8,
+             timeout=STATUS_DEADLINE_S)
 
 
 def test_degraded_condition_applies_at_once_and_recovers_after_the_wait(
         topology: Callable[..., str], node_factory: Any, custom_objects: Any, core_v1: Any) -> None:
     node, _ = node_factory(2, gpus=8, leaf="l01")
     name = topology(recover_after_s=3)
-    poll("both nodes in status", lambda: status_of(custom_objects, name).get("nodes") == 2,
-         timeout=STATUS_DEADLINE_S)
+    wait_for("both nodes in status", lambda: status_of(custom_objects, name).get("nodes") == 2,
+             timeout=STATUS_DEADLINE_S)
 
     set_condition(core_v1, node, True, "symbol errors on mlx5_2")
-    record = poll("the node degraded", lambda: node_record(status_of(custom_objects, name), node),
-                  timeout=STATUS_DEADLINE_S)
+    record = wait_for("the node degraded", lambda: node_record(status_of(custom_objects, name), node),
+                      timeout=STATUS_DEADLINE_S)
     assert (record["state"], record["capacity"]) == ("degraded", 0.5)
     assert record["sources"] == [{"source": "condition",
                                   "reason": "FabricLinkDegraded: symbol errors on mlx5_2"}]
     assert status_of(custom_objects, name)["degradedCount"] == 1
-    event = poll("a FabricDegraded Event", lambda: topology_events(core_v1, name, "FabricDegraded"),
-                 timeout=STATUS_DEADLINE_S)
+    event = wait_for("a FabricDegraded Event", lambda: topology_events(core_v1, name, "FabricDegraded"),
+                     timeout=STATUS_DEADLINE_S)
     assert event[0].message.startswith(f"node {node} fabric link degraded")
     assert "symbol errors on mlx5_2" in event[0].message
 
     set_condition(core_v1, node, False)
     cleared_at = time.monotonic()
-    poll("the recovery wait to start", lambda: waiting_record(custom_objects, name, node),
-         timeout=STATUS_DEADLINE_S)
+    wait_for("the recovery wait to start", lambda: waiting_record(custom_objects, name, node),
+             timeout=STATUS_DEADLINE_S)
     if time.monotonic() - cleared_at < 2.5:  # still inside the 3 s wait: must still count as degraded
         assert status_of(custom_objects, name)["degradedCount"] == 1
-    poll("the node recovered", lambda: node_record(status_of(custom_objects, name), node) is None,
-         timeout=3 + STATUS_DEADLINE_S)
+    wait_for("the node recovered", lambda: node_record(status_of(custom_objects, name), node) is None,
+             timeout=3 + STATUS_DEADLINE_S)
     assert time.monotonic() - cleared_at >= 2.0  # not before the wait (less status write latency)
-    poll("a FabricRecovered Event", lambda: topology_events(core_v1, name, "FabricRecovered"),
-         timeout=STATUS_DEADLINE_S)
+    wait_for("a FabricRecovered Event", lambda: topology_events(core_v1, name, "FabricRecovered"),
+             timeout=STATUS_DEADLINE_S)
 
 
 def test_restart_resumes_the_recovery_wait(topology: Callable[..., str], node_factory: Any,
@@ -265,24 +262,27 @@ def test_restart_resumes_the_recovery_wait(topology: Callable[..., str], node_fa
     recover_s = 15
     (node,) = node_factory(1, gpus=8, leaf="l03")
     name = topology(recover_after_s=recover_s)
-    poll("the node in status", lambda: status_of(custom_objects, name).get("nodes") == 1,
-         timeout=STATUS_DEADLINE_S)
+    wait_for("the node in status", lambda: status_of(custom_objects, name).get("nodes") == 1,
+             timeout=STATUS_DEADLINE_S)
     set_condition(core_v1, node, True, "port trained down to 1x")
-    poll("the node degraded", lambda: node_record(status_of(custom_objects, name), node),
-         timeout=STATUS_DEADLINE_S)
+    wait_for("the node degraded", lambda: node_record(status_of(custom_objects, name), node),
+             timeout=STATUS_DEADLINE_S)
     set_condition(core_v1, node, False)
-    before = poll("the recovery wait to start", lambda: waiting_record(custom_objects, name, node),
-                  timeout=STATUS_DEADLINE_S)
+    before = wait_for("the recovery wait to start", lambda: waiting_record(custom_objects, name, node),
+                      timeout=STATUS_DEADLINE_S)
     started = datetime.datetime.fromisoformat(before["recoveringSince"]).timestamp()
 
     operator.restart()
     after = node_record(status_of(custom_objects, name), node)
     assert after == before, "a restarted operator must resume the wait, not restart or drop it"
-    time.sleep(1.5)  # a few status passes of the new process
+    # The new process has recomputed the status from its own state (and found nothing to write).
+    wait_for("a status pass of the restarted operator",
+             lambda: metric(http_get(operator.url("/metrics"))[1], "fabricsched_status_reconciles_total",
+                            topology=name) >= 1, timeout=STATUS_DEADLINE_S)
     assert node_record(status_of(custom_objects, name), node) == before
 
-    poll("the node recovered", lambda: node_record(status_of(custom_objects, name), node) is None,
-         timeout=recover_s + STATUS_DEADLINE_S)
+    wait_for("the node recovered", lambda: node_record(status_of(custom_objects, name), node) is None,
+             timeout=recover_s + STATUS_DEADLINE_S)
     # Recovered on the original schedule: not before recoveringSince + recoverAfterSeconds.
     assert time.time() >= started + recover_s - 1
 
@@ -291,7 +291,7 @@ def test_probes_and_metrics_answer(operator: Operator, topology: Callable[..., s
                                    node_factory: Any, custom_objects: Any) -> None:
     node_factory(1, gpus=8)
     name = topology()
-    poll("status", lambda: status_of(custom_objects, name).get("nodes") == 1, timeout=STATUS_DEADLINE_S)
+    wait_for("status", lambda: status_of(custom_objects, name).get("nodes") == 1, timeout=STATUS_DEADLINE_S)
     assert http_get(operator.url("/healthz"))[0] == 200
     assert http_get(operator.url("/readyz"))[0] == 200
     code, text = http_get(operator.url("/metrics"))
