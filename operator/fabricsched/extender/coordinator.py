@@ -6,7 +6,7 @@ pod (``planning`` -> the engine), holds the plan in the book (``reservations``) 
 as a FabricPlacement (``placements``) -> every pod of the gang is steered to its rank's node.
 A gang that opted in to waiting for locality may be held before its plan is reserved
 (``locality``: the engine's own decision, as in the simulator). Cluster changes (pods bound or
-ended, Jobs finished) arrive through the state's subscription and move the book; a
+ended, Jobs finished) arrive through the state's subscription and move the book (``following``); a
 housekeeping tick expires idle reservations.
 
 Every call runs on the event loop thread, as the cluster state requires.
@@ -22,8 +22,16 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from fabricsched import ids
-from fabricsched.api.placement import PlacementPhase
-from fabricsched.extender import gangs, locality, placements, planning, ports, reservations, verdicts
+from fabricsched.extender import (
+    following,
+    gangs,
+    locality,
+    placements,
+    planning,
+    ports,
+    reservations,
+    verdicts,
+)
 from fabricsched.placement import patience, request
 from fabricsched.ports import changes, jobs
 from fabricsched.topology import nodes
@@ -89,9 +97,8 @@ class Coordinator:
         self.jobs = jobs
         self.ready = False
         """Set by ``restore``: before it, no decision is made (a reservation could be lost)."""
-        self._bound: dict[ids.GangKey, dict[str, tuple[int | None, ids.NodeName]]] = {}
-        """Live bound pods of gangs in the book: pod UID -> (own rank, node)."""
-        self._ended_check: set[ids.GangKey] = set()
+        self.follower = following.Follower(state, book, writer, clock)
+        """Moves the book with the cluster: binds, ends, Jobs, expiry, restore."""
         self._noticed: dict[tuple[ids.GangKey, str], float] = {}
         self._floors = patience.Floors()
         self._demands = planning.Demands()
@@ -339,105 +346,24 @@ class Coordinator:
         failed = verdicts.failed(fab, snapshot.name, candidates, footprint, free, entry.gpus_per_pod, holders)
         return FilterAnswer([target], failed=failed)
 
-    # --- keeping the book current -------------------------------------------------------
+    # --- keeping the book current (``following``) ---------------------------------------
 
     def on_change(self, change: changes.Change) -> None:
         """The state's subscription callback: quick, synchronous, never raises."""
-        match change:
-            case changes.PodBound(pod=pod):
-                self._pod_changed(pod, ended=not pod.active)
-            case changes.PodEnded(pod=pod, deleted=deleted):
-                self._pod_changed(pod, ended=not pod.active or deleted)
-            case changes.JobFinished(job=job) | changes.JobDeleted(job=job):
-                self._job_ended(job)
-            case changes.HealthChanged() | changes.TopologyChanged():
-                pass  # read from the next snapshot when a gang is planned
-
-    def _job_ended(self, job: jobs.JobInfo) -> None:
-        if not (job.finished or job.deleted):
-            return
-        verb = "finished" if job.finished and not job.deleted else "deleted"
-        for entry in self.book.entries():
-            if entry.namespace == job.namespace and entry.job_uid and entry.job_uid == job.uid:
-                self._release(entry.key, f"Job {job.namespace}/{job.name} {verb}")
-
-    def _pod_changed(self, pod: nodes.PodUsage, ended: bool) -> None:
-        key, rank = gangs.membership(pod)
-        entry = self.book.get(key)
-        if entry is None:
-            return
-        members = self._bound.setdefault(key, {})
-        if ended or pod.node is None:
-            members.pop(pod.uid, None)
-            if not entry.job_name:
-                self._ended_check.add(key)  # a gang with a Job is released by the Job's end
-        else:
-            members[pod.uid] = (rank, pod.node)
-        self._sync_bound(entry)
-
-    def _sync_bound(self, entry: reservations.Entry) -> None:
-        bound: dict[int, ids.NodeName] = {}
-        for uid, (own, node) in self._bound.get(entry.key, {}).items():
-            rank = own if own is not None else entry.pod_ranks.get(uid)
-            if rank is None:
-                rank = next((r for r, n in enumerate(entry.ranks) if n == node and r not in bound), None)
-            if rank is not None and rank < entry.size:
-                bound[rank] = node
-        changed = self.book.set_bound(entry.key, bound, self.clock())
-        if changed is not None:
-            self.writer.submit(changed)
-
-    def _release(self, key: ids.GangKey, reason: str) -> None:
-        final = self.book.release(key, reason)
-        self._bound.pop(key, None)
-        if final is not None:
-            self.writer.submit(final)
+        self.follower.on_change(change)
 
     def housekeeping(self) -> None:
-        """Expire idle reservations; release gangs without a Job once all their pods ended."""
-        for entry in self.book.expire(self.clock()):
-            self.writer.submit(entry)
-        if self._ended_check:
-            waiting, self._ended_check = self._ended_check, set()
-            live = {gangs.membership(p)[0] for p in self.state.pods.values() if not gangs.pod_ended(p)}
-            for key in waiting:
-                if key not in live:
-                    self._release(key, "all pods ended")
+        """Expire idle reservations, release gangs whose pods all ended, forget old clocks."""
+        self.follower.housekeeping()
         self._clocks.prune(self.clock())
         cutoff = self.clock() - self.options.event_interval_s
         self._noticed = {k: t for k, t in self._noticed.items() if t > cutoff}
 
     async def restore(self) -> None:
-        """Rebuild the book from FabricPlacement objects and bound pods (after a restart)."""
-        for manifest in await self.writer.store.load():
-            try:
-                entry = placements.entry_of(manifest)
-            except placements.Unreadable as e:
-                logger.warning("ignoring an unreadable FabricPlacement: %s", e)
-                continue
-            if not entry.active:
-                continue
-            if entry.phase == PlacementPhase.RESERVED and not entry.expires_at:
-                # Created by a plan whose status write never landed: held for a full TTL from now.
-                self.book.reserve(entry, self.clock())
-            else:
-                self.book.put(entry)
-        for pod in self.state.pods.values():
-            if pod.active and pod.node is not None:
-                key, rank = gangs.membership(pod)
-                if self.book.get(key) is not None:
-                    self._bound.setdefault(key, {})[pod.uid] = (rank, pod.node)
-        for entry in self.book.entries():
-            self._sync_bound(entry)
-            job = self.state.job_by_uid(entry.namespace, entry.job_uid) if entry.job_name else None
-            if entry.job_name and (job is None or job.finished or job.deleted):
-                self._release(
-                    entry.key, f"Job {entry.namespace}/{entry.job_name} gone while fabricsched was away"
-                )
-            elif not entry.job_name:
-                self._ended_check.add(entry.key)
+        """Rebuild the book from FabricPlacement objects and bound pods (after a restart); from
+        then on decisions are made."""
+        await self.follower.restore()
         self.ready = True
-        logger.info("restored %d gang reservations", len(self.book))
 
     def _notice(
         self, pod: nodes.PodUsage, key: ids.GangKey, reason: str, message: str, warning: bool

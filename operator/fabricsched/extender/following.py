@@ -1,0 +1,139 @@
+"""Keeping the book of plans current with the cluster: the coordinator's other half.
+
+Where it sits in the flow: the cluster state's subscription (``ports.changes.Change``) ->
+``Follower.on_change`` -> a bound pod marks its rank bound, an ended pod frees it, a finished
+or deleted Job releases its gang's plan -> every changed entry is submitted to the
+FabricPlacement writer. ``housekeeping`` (every second) expires idle reservations and releases
+gangs without a Job once all their pods ended; ``restore`` rebuilds the book after a restart.
+
+Every call runs on the event loop thread, as the cluster state requires.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from fabricsched import ids
+from fabricsched.api.placement import PlacementPhase
+from fabricsched.extender import gangs, placements, ports, reservations
+from fabricsched.ports import changes, jobs
+from fabricsched.topology import nodes
+
+logger = logging.getLogger(__name__)
+
+
+class Follower:
+    """Moves the book as pods bind and end and Jobs finish."""
+
+    def __init__(
+        self,
+        state: ports.StateView,
+        book: reservations.Book,
+        writer: placements.PlacementWriter,
+        clock: Callable[[], float],
+    ) -> None:
+        self.state = state
+        self.book = book
+        self.writer = writer
+        self.clock = clock
+        self._bound: dict[ids.GangKey, dict[str, tuple[int | None, ids.NodeName]]] = {}
+        """Live bound pods of gangs in the book: pod UID -> (own rank, node)."""
+        self._ended_check: set[ids.GangKey] = set()
+        """Gangs without a Job that lost a pod: released at the next housekeeping if none is left."""
+
+    def on_change(self, change: changes.Change) -> None:
+        """The state's subscription callback: quick, synchronous, never raises."""
+        match change:
+            case changes.PodBound(pod=pod):
+                self._pod_changed(pod, ended=not pod.active)
+            case changes.PodEnded(pod=pod, deleted=deleted):
+                self._pod_changed(pod, ended=not pod.active or deleted)
+            case changes.JobFinished(job=job) | changes.JobDeleted(job=job):
+                self._job_ended(job)
+            case changes.HealthChanged() | changes.TopologyChanged():
+                pass  # read from the next snapshot when a gang is planned
+
+    def _job_ended(self, job: jobs.JobInfo) -> None:
+        if not (job.finished or job.deleted):
+            return
+        verb = "finished" if job.finished and not job.deleted else "deleted"
+        for entry in self.book.entries():
+            if entry.namespace == job.namespace and entry.job_uid and entry.job_uid == job.uid:
+                self.release(entry.key, f"Job {job.namespace}/{job.name} {verb}")
+
+    def _pod_changed(self, pod: nodes.PodUsage, ended: bool) -> None:
+        key, rank = gangs.membership(pod)
+        entry = self.book.get(key)
+        if entry is None:
+            return
+        members = self._bound.setdefault(key, {})
+        if ended or pod.node is None:
+            members.pop(pod.uid, None)
+            if not entry.job_name:
+                self._ended_check.add(key)  # a gang with a Job is released by the Job's end
+        else:
+            members[pod.uid] = (rank, pod.node)
+        self._sync_bound(entry)
+
+    def _sync_bound(self, entry: reservations.Entry) -> None:
+        bound: dict[int, ids.NodeName] = {}
+        for uid, (own, node) in self._bound.get(entry.key, {}).items():
+            rank = own if own is not None else entry.pod_ranks.get(uid)
+            if rank is None:
+                rank = next((r for r, n in enumerate(entry.ranks) if n == node and r not in bound), None)
+            if rank is not None and rank < entry.size:
+                bound[rank] = node
+        changed = self.book.set_bound(entry.key, bound, self.clock())
+        if changed is not None:
+            self.writer.submit(changed)
+
+    def release(self, key: ids.GangKey, reason: str) -> None:
+        """Drop the gang's plan; its final (``Released``) entry is written."""
+        final = self.book.release(key, reason)
+        self._bound.pop(key, None)
+        if final is not None:
+            self.writer.submit(final)
+
+    def housekeeping(self) -> None:
+        """Expire idle reservations; release gangs without a Job once all their pods ended."""
+        for entry in self.book.expire(self.clock()):
+            self.writer.submit(entry)
+        if self._ended_check:
+            waiting, self._ended_check = self._ended_check, set()
+            live = {gangs.membership(p)[0] for p in self.state.pods.values() if not gangs.pod_ended(p)}
+            for key in waiting:
+                if key not in live:
+                    self.release(key, "all pods ended")
+
+    async def restore(self) -> None:
+        """Rebuild the book from FabricPlacement objects and bound pods (after a restart).
+        Raises ``ports.errors.ApiError`` when the objects cannot be listed (the caller retries)."""
+        for manifest in await self.writer.store.load():
+            try:
+                entry = placements.entry_of(manifest)
+            except placements.Unreadable as e:
+                logger.warning("ignoring an unreadable FabricPlacement: %s", e)
+                continue
+            if not entry.active:
+                continue
+            if entry.phase == PlacementPhase.RESERVED and not entry.expires_at:
+                # Created by a plan whose status write never landed: held for a full TTL from now.
+                self.book.reserve(entry, self.clock())
+            else:
+                self.book.put(entry)
+        for pod in self.state.pods.values():
+            if pod.active and pod.node is not None:
+                key, rank = gangs.membership(pod)
+                if self.book.get(key) is not None:
+                    self._bound.setdefault(key, {})[pod.uid] = (rank, pod.node)
+        for entry in self.book.entries():
+            self._sync_bound(entry)
+            job = self.state.job_by_uid(entry.namespace, entry.job_uid) if entry.job_name else None
+            if entry.job_name and (job is None or job.finished or job.deleted):
+                self.release(
+                    entry.key, f"Job {entry.namespace}/{entry.job_name} gone while fabricsched was away"
+                )
+            elif not entry.job_name:
+                self._ended_check.add(entry.key)
+        logger.info("restored %d gang reservations", len(self.book))
