@@ -6,29 +6,24 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
+from fabricsched.app import commands as run_commands
+from fabricsched.cluster import commands as cluster_commands
+from fabricsched.sim import commands as sim_commands
+
 Registrar = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
 
-
-def _registrars() -> list[Registrar]:
-    # Each adapter registers its own subcommands; imported lazily so `fabricsched --help`
-    # stays fast and a missing optional dependency only breaks its own command.
-    found: list[Registrar] = []
-    for module_name in ("fabricsched.cluster.commands", "fabricsched.app.commands",
-                        "fabricsched.sim.commands"):
-        try:
-            module = __import__(module_name, fromlist=["register"])
-        except ModuleNotFoundError as e:
-            if e.name != module_name:
-                raise
-            continue
-        found.append(module.register)
-    return found
+REGISTRARS: tuple[Registrar, ...] = (
+    cluster_commands.register,
+    run_commands.register,
+    sim_commands.register,
+)
+"""Each adapter registers its own subcommands (``cluster``, ``run``, ``sim``)."""
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="fabricsched", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    for register in _registrars():
+    for register in REGISTRARS:
         register(sub)
     return parser
 
