@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -147,16 +148,16 @@ LINK = {"tier": "leaf", "domain": "l07", "state": "degraded"}
          "spec.tiers[0].oversubscription in body should be greater than 0"),
         ({"tiers": [{**LEAF, "oversubscription": -1.5}]}, "should be greater than 0"),
         ({"tiers": [LEAF, {**SPINE, "name": "leaf"}]},
-         'spec.tiers: Invalid value: "array": tier names must be unique'),
+         'spec.tiers: Invalid value: tier names must be unique'),
         ({"tiers": [LEAF, {**SPINE, "nodeLabel": "t0"}]}, "tier nodeLabels must be unique"),
         ({"tiers": [LEAF], "links": [{**LINK, "capacity": 1.5}]},
          "spec.links[0].capacity in body should be less than or equal to 1"),
         ({"tiers": [LEAF], "links": [{**LINK, "state": "broken"}]},
          'spec.links[0].state: Unsupported value: "broken": supported values: "healthy", "degraded", "down"'),
         ({"tiers": [LEAF], "links": [{**LINK, "tier": "core"}]},
-         'spec.links: Invalid value: "object": every links[].tier must name a tier declared in spec.tiers'),
+         'spec.links: Invalid value: every links[].tier must name a tier declared in spec.tiers'),
         ({"tiers": [LEAF], "rails": 4, "railDevices": ["mlx5_0", "mlx5_1"]},
-         'spec.railDevices: Invalid value: "object": railDevices must name one device per rail'),
+         'spec.railDevices: Invalid value: railDevices must name one device per rail'),
     ],
     ids=[
         "tiers that are not a list are refused",
@@ -177,7 +178,9 @@ def test_invalid_specs_are_refused_with_a_readable_message(
         topologies({"apiVersion": topology.API_VERSION, "kind": topology.KIND,
                     "metadata": {"name": "invalid"}, "spec": spec})
     assert caught.value.status == 422, caught.value.body
-    assert message in refusal(caught.value)
+    # Kubernetes before 1.37 names the value's type in a CEL refusal ("Invalid value: "array": ...");
+    # 1.37 leaves it out. The field and the rule's message are what a reader needs either way.
+    assert message in re.sub(r'Invalid value: "(array|object)": ', "Invalid value: ", refusal(caught.value))
     with pytest.raises(ValidationError):
         topology.FabricTopologySpec.model_validate(spec)
 
