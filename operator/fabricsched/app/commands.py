@@ -29,7 +29,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "run", help="run the operator: keep FabricTopology status current and serve the extender",
         description="Watch Nodes, Pods, Jobs and FabricTopologies; keep FabricTopology status, health "
                     "and Events current; serve /healthz, /readyz and /metrics, and the scheduler "
-                    "extender when it is installed.")
+                    "extender.")
     run.add_argument("--kubeconfig", type=Path, default=None,
                      help="kubeconfig to use (default: $KUBECONFIG, else the pod's service account "
                           "when running in a cluster, else ~/.kube/config)")
