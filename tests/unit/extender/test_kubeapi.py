@@ -1,0 +1,110 @@
+"""The API adapters' failures: what the client raises leaves them as ``ports.errors`` types.
+
+The client's HTTP layer is replaced by a fake ``CustomObjectsApi`` / ``BatchV1Api`` that
+answers from a dict or raises the client's own ``ApiException``; the adapters' logic (stale
+memory -> read and write again, 404 -> gone) runs as written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from kubernetes import client
+from kubernetes.client import exceptions
+
+from fabricsched.extender import kubeapi
+from fabricsched.ports import errors
+
+MANIFEST: dict[str, Any] = {
+    "apiVersion": "fabricsched.io/v1alpha1", "kind": "FabricPlacement",
+    "metadata": {"name": "a", "namespace": "train"},
+    "spec": {"gang": "a", "size": 1}, "status": {"phase": "Reserved"},
+}
+
+
+class FakeObjects:
+    """Just the calls the store makes; ``fail`` maps a method name to the status it raises."""
+
+    def __init__(self, fail: dict[str, int] | None = None) -> None:
+        self.fail = fail or {}
+        self.calls: list[str] = []
+
+    def _answer(self, name: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        self.calls.append(name)
+        if name in self.fail:
+            raise exceptions.ApiException(status=self.fail.pop(name), reason="Because")
+        return {**(body or MANIFEST), "metadata": {**MANIFEST["metadata"], "resourceVersion": "1"}}
+
+    def create_namespaced_custom_object(self, *args: Any) -> dict[str, Any]:
+        return self._answer("create", {k: v for k, v in args[-1].items() if k != "status"})
+
+    def get_namespaced_custom_object(self, *args: Any) -> dict[str, Any]:
+        # What a recreated Job's gang left: another plan under the same name.
+        older = {**MANIFEST, "spec": {"gang": "a", "size": 2}, "status": {"phase": "Bound"}}
+        return self._answer("get", older)
+
+    def replace_namespaced_custom_object(self, *args: Any) -> dict[str, Any]:
+        return self._answer("replace", args[-1])
+
+    def patch_namespaced_custom_object_status(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        return self._answer("patch-status")
+
+
+def store(fake: FakeObjects) -> kubeapi.ApiPlacementStore:
+    made = kubeapi.ApiPlacementStore(client.ApiClient())
+    made._api = fake  # type: ignore[assignment]
+    return made
+
+
+def test_a_create_that_conflicts_is_read_back_and_replaced_with_the_new_plan() -> None:
+    fake = FakeObjects({"create": 409})
+    asyncio.run(store(fake).save(MANIFEST))
+    assert fake.calls == ["create", "get", "replace", "patch-status"]
+
+
+@pytest.mark.parametrize(("status", "kind"), [
+    (500, errors.Unavailable), (403, errors.Forbidden), (422, errors.Rejected),
+], ids=["a server error is worth a retry", "a refusal of access is not", "an invalid object is rejected"])
+def test_a_failed_write_leaves_as_a_typed_error(status: int, kind: type[errors.ApiError]) -> None:
+    with pytest.raises(kind) as raised:
+        asyncio.run(store(FakeObjects({"create": status})).save(MANIFEST))
+    assert isinstance(raised.value.__cause__, exceptions.ApiException)
+
+
+class FakeJobs:
+    def __init__(self, status: int | None = None, job: client.V1Job | None = None) -> None:
+        self.status, self.job = status, job
+        self.api_client = client.ApiClient()
+
+    def read_namespaced_job(self, name: str, namespace: str) -> client.V1Job:
+        if self.status is not None:
+            raise exceptions.ApiException(status=self.status, reason="Because")
+        assert self.job is not None
+        return self.job
+
+
+def fetcher(fake: FakeJobs) -> kubeapi.ApiJobFetcher:
+    made = kubeapi.ApiJobFetcher(client.ApiClient())
+    made._api = fake  # type: ignore[assignment]
+    return made
+
+
+def test_a_job_read_from_the_api_is_the_same_jobinfo_the_watch_gives() -> None:
+    job = client.V1Job(
+        metadata=client.V1ObjectMeta(name="j", namespace="train", uid="u1"),
+        spec=client.V1JobSpec(parallelism=4, completions=4, completion_mode="Indexed",
+                              template=client.V1PodTemplateSpec()),
+        status=client.V1JobStatus(conditions=[client.V1JobCondition(type="Complete", status="True")]),
+    )
+    found = asyncio.run(fetcher(FakeJobs(job=job)).fetch("train", "j"))
+    assert found is not None
+    assert (found.name, found.uid, found.gang_size, found.completion_mode, found.finished) == (
+        "j", "u1", 4, "Indexed", True)
+
+
+def test_a_missing_job_is_none_and_an_unreachable_api_is_an_error() -> None:
+    assert asyncio.run(fetcher(FakeJobs(status=404)).fetch("train", "j")) is None
+    with pytest.raises(errors.Unavailable):
+        asyncio.run(fetcher(FakeJobs(status=503)).fetch("train", "j"))
