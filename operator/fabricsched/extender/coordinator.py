@@ -23,7 +23,7 @@ from typing import Any, cast
 
 from fabricsched import ids
 from fabricsched.extender import gangs, locality, placements, planning, ports, reservations, verdicts
-from fabricsched.placement import patience, request
+from fabricsched.placement import patience, request, session
 from fabricsched.topology import nodes
 
 logger = logging.getLogger(__name__)
@@ -91,9 +91,8 @@ class Coordinator:
         """Live bound pods of gangs in the book: pod UID -> (own rank, node)."""
         self._ended_check: set[ids.GangKey] = set()
         self._noticed: dict[tuple[ids.GangKey, str], float] = {}
-        self._floors = patience.Floors()
-        self._demands = planning.Demands()
-        """Running gangs' off-domain demand, kept between planning calls."""
+        self._session = session.Session()
+        """The placement session: snapshots, locality floors, running gangs' demands."""
         self._clocks = locality.Clocks()
         """When gangs held for locality started waiting (from their pods' creation times)."""
 
@@ -189,7 +188,8 @@ class Coordinator:
         for node in keep:
             reserved[node] = reserved.get(node, 0) + gpus_per_pod
         others = [e for e in self.book.entries() if e.key != exclude and e.topology == snapshot.name]
-        return planning.Inputs(snapshot, reserved, self._demands.traffic(snapshot.fabric, others))
+        traffic = planning.traffic(self._session, snapshot.fabric, others)
+        return planning.Inputs(self._session, snapshot, reserved, traffic)
 
     def _plan(
         self,
@@ -253,7 +253,7 @@ class Coordinator:
             return made
         now = self.clock()
         waited = self._clocks.waited(gang.key, created, now)
-        decision = locality.decide(self._floors, snapshot.fabric, gang, made, waited, wanted.wait)
+        decision = locality.decide(self._session, snapshot.fabric, gang, made, waited, wanted.wait)
         if isinstance(decision, patience.Wait):
             message = f"gang {gang.display} is {decision.reason}"
             self._notice(pod, gang.key, "FabricWaitingForLocality", message, False)

@@ -2,8 +2,8 @@
 
 Where it sits in the flow: ``Coordinator._plan`` has the engine's plan for a new gang and asks
 ``decide`` whether to start it now or hold the gang (docs/extender.md "Waiting for locality").
-The decision itself is ``placement.patience.hold_for``, the one the simulator's ``fabric``
-policy makes; this module only supplies its inputs the way a cluster has them:
+The decision itself is ``placement.session.Session.hold_for``, the one the simulator's
+``fabric`` policy makes; this module only supplies its inputs the way a cluster has them:
 
 * the wait, from the gang's pod annotations over the cluster default (``fabricsched run
   --locality-wait``), parsed here with a message for every value that is not valid;
@@ -25,7 +25,7 @@ from typing import Any
 
 from fabricsched import ids
 from fabricsched.extender import gangs
-from fabricsched.placement import patience, request
+from fabricsched.placement import patience, request, session
 from fabricsched.topology import fabric
 
 WAIT_ANNOTATION = "fabricsched.io/locality-wait"
@@ -166,7 +166,7 @@ class Clocks:
 
 
 def decide(
-    floors: patience.Floors,
+    placing_session: session.Session,
     fab: fabric.Fabric,
     gang: gangs.GangIdentity,
     plan: request.Plan,
@@ -174,5 +174,7 @@ def decide(
     wait: request.LocalityWait,
 ) -> patience.Decision:
     """The engine's locality decision for ``plan``, the gang's first plan (the simulator's own)."""
-    ask = request.GangRequest(gang.key, gang.size, gang.gpus_per_pod)
-    return patience.hold_for(floors, fab, ask, plan, waited_s, wait)
+    ask = request.gang_on(fab, gang.key, gang.size, gang.gpus_per_pod, gang.tier, gang.required)
+    if isinstance(ask, request.NoFit):
+        return patience.Start()  # no plan is made for such a gang: nothing to hold
+    return placing_session.hold_for(fab, ask, plan, waited_s, wait)

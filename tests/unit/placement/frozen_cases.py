@@ -26,7 +26,7 @@ from typing import Any
 from placement_builders import FabricBuilder
 
 from fabricsched import ids
-from fabricsched.placement import capacity, placing, request
+from fabricsched.placement import capacity, placing, request, snapshot
 from fabricsched.topology import fabric
 
 FIXTURE = Path(__file__).with_name("frozen_plans.json")
@@ -159,7 +159,7 @@ def decisions() -> Generator[Decision, request.Plan | request.NoFit, None]:
 
 
 def run(d: Decision) -> request.Plan | request.NoFit:
-    return placing.place(d.fab, d.free, d.gang, d.traffic, d.options, d.candidates)
+    return placing.place(snapshot.build(d.fab), d.free, d.gang, d.traffic, d.options, d.candidates)
 
 
 def encode(result: request.Plan | request.NoFit) -> dict[str, Any]:
