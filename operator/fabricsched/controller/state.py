@@ -164,10 +164,13 @@ class ClusterState:
         tie; None when none holds any. The extender asks this for all the nodes the scheduler
         passes (10k), so it costs a set intersection per topology, not a lookup per node, and
         with a single topology only the search for one node it holds."""
+        # Only hosts of the fabric count: a member left out by a conflict cannot hold a pod.
         if len(self._fabrics) == 1:
             ((name, tf),) = self._fabrics.items()
-            return None if tf.members.isdisjoint(nodes) else name
-        counts = {name: len(tf.members.intersection(nodes)) for name, tf in sorted(self._fabrics.items())}
+            return None if tf.build().fabric.hosts.keys().isdisjoint(nodes) else name
+        wanted = set(nodes)
+        counts = {name: len(tf.build().fabric.hosts.keys() & wanted)
+                  for name, tf in sorted(self._fabrics.items())}
         best = max(counts, key=counts.__getitem__, default=None)
         return best if best is not None and counts[best] > 0 else None
 
