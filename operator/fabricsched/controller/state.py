@@ -40,7 +40,7 @@ from fabricsched import ids
 from fabricsched.api import topology as api
 from fabricsched.controller import changes, fabrics, snapshots
 from fabricsched.telemetry import poller
-from fabricsched.topology import health
+from fabricsched.topology import gpus, health
 from fabricsched.topology import nodes as k8s
 
 logger = logging.getLogger(__name__)
@@ -196,7 +196,7 @@ class ClusterState:
         resource = tf.spec.gpu_resource
         held = self._free.get(name)
         if held is None or held.fabric is not built.fabric or held.resource != resource:
-            free = {h: max(0, host.gpus - self.used(h, resource)) for h, host in built.fabric.hosts.items()}
+            free = gpus.free_of(built.fabric, lambda h: self.used(h, resource))
             held = self._free[name] = snapshots.FreeMap(built.fabric, resource, free)
         held.shared = True
         snap = snapshots.TopologySnapshot(

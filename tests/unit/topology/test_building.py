@@ -141,7 +141,8 @@ def test_free_gpus_subtract_active_bound_pods_with_a_floor_of_zero(two_tier: api
             builders.make_pod("p3").gpus(8).on("b").phase("Succeeded"), builders.make_pod("p4").gpus(8),
             builders.make_pod("p5").gpus(8).on("c"), builders.make_pod("p6").gpus(8).on("c"),
             builders.make_pod("p7").gpus(8).on("elsewhere")]
-    free = gpus.free_of(fab, gpus.used_by([p.usage() for p in pods], "nvidia.com/gpu"))
+    active = [u for u in (p.usage() for p in pods) if u.active]
+    free = gpus.free_of(fab, lambda node: sum(u.gpus("nvidia.com/gpu") for u in active if u.node == node))
     assert free == {"a": 2, "b": 8, "c": 0}
 
 
