@@ -93,7 +93,7 @@ class Coordinator:
         self._noticed: dict[tuple[ids.GangKey, str], float] = {}
         self._session = session.Session()
         """The placement session: snapshots, locality floors, running gangs' demands."""
-        self._clocks = locality.Clocks()
+        self._clocks = self._session.clocks
         """When gangs held for locality started waiting (from their pods' creation times)."""
 
     # --- filter and prioritize ----------------------------------------------------------

@@ -30,6 +30,12 @@ _CLOCK_SLACK_S = 1e-6
 """A wait this close to the timeout has reached it: a caller that retries at start + timeout
 must not be held again by float rounding of the clock."""
 
+FORGET_AFTER_S = 1800.0
+"""A gang not asked about for this long is forgotten by ``Clocks``. The kube-scheduler retries
+an unschedulable pod at least every ``podMaxInUnschedulablePodsDuration`` (5 minutes by
+default), so a gang still waiting is seen again well before; a forgotten one that comes back
+counts from its pods' creation anyway."""
+
 _STRUCTURES_KEPT = 4
 """Structures whose floors ``Floors`` keeps: a structure changes only when nodes come or go."""
 
@@ -194,3 +200,36 @@ def hold_for(
         return Start()
     return decide(plan, floors.slowdown(fab, gang.pods, gang.gpus_per_pod), waited_s, wait)
 
+
+class Clocks:
+    """When each gang not yet started began waiting: the earliest start the caller has told.
+
+    The extender passes its pods' creation times, the simulator the job's submission time.
+
+    Any pod of a held gang may be the next one the kube-scheduler asks about; keeping the
+    earliest creation time seen makes the wait the gang's, not the pod's. A pod without a
+    creation time (never from the API server) counts from when the extender first saw it.
+    """
+
+    def __init__(self) -> None:
+        self._started: dict[ids.GangKey, tuple[float, float]] = {}
+        """gang -> (start of its wait, last time asked about)."""
+
+    def waited(self, key: ids.GangKey, created: float | None, now: float) -> float:
+        """Seconds gang ``key`` has waited, ``created`` being the asking pod's creation time."""
+        start = now if created is None else min(created, now)
+        known = self._started.get(key)
+        if known is not None:
+            start = min(start, known[0])
+        self._started[key] = (start, now)
+        return now - start
+
+    def forget(self, key: ids.GangKey) -> None:
+        self._started.pop(key, None)
+
+    def prune(self, now: float) -> None:
+        """Drop gangs not asked about for ``FORGET_AFTER_S`` (deleted while waiting)."""
+        self._started = {k: v for k, v in self._started.items() if now - v[1] < FORGET_AFTER_S}
+
+    def __len__(self) -> int:
+        return len(self._started)

@@ -7,7 +7,8 @@ engine's modules, for every decision, so all three run the same code with the sa
   object changes, its tree kept across health changes);
 * the running traffic: the off-domain demand of every gang placed, by gang key; a gang is
   added when it starts (or is reserved) and removed when it ends;
-* the locality floors (``patience.Floors``) and the decision to hold a gang for locality.
+* the locality floors (``patience.Floors``), the gangs' wait clocks (``patience.Clocks``),
+  and the decision to hold a gang for locality.
 
 Pure: no clock (waits are passed in), no I/O.
 """
@@ -72,6 +73,8 @@ class Session:
         self.snapshots = snapshot.Cache()
         self.running = Running()
         self.floors = patience.Floors()
+        self.clocks = patience.Clocks()
+        """How long each gang not yet started has waited (for the locality wait)."""
 
     def snapshot(self, fab: fabric.Fabric, owner: object = None) -> snapshot.Snapshot:
         return self.snapshots.of(fab, owner)

@@ -193,7 +193,8 @@ class Simulation:
             shape = (job.gpus_per_pod, job.required_tier)
             if self.free.slots[job.gpus_per_pod] < job.pods or failed.get(shape, math.inf) <= job.pods:
                 continue
-            ranks = self.policy.place(self.snapshot, self.free.gpus, self.traffic, job, now - job.submit_s)
+            waited = self.session.clocks.waited(_key(i), job.submit_s, now)  # counted from submission
+            ranks = self.policy.place(self.snapshot, self.free.gpus, self.traffic, job, waited)
             if ranks is None:
                 failed[shape] = min(failed.get(shape, job.pods), job.pods)
                 continue
@@ -225,6 +226,7 @@ class Simulation:
         self.session.running.start(_key(i), snap, ranks, job.gpus_per_pod)
         self.running[i] = _Running(i, ranks)
         end = now + job.duration_s * slowdown
+        self.session.clocks.forget(_key(i))
         held = self._held_since.pop(i, None)
         self._wait_over.pop(i, None)
         self.outcomes[i] = results.Outcome(
