@@ -130,12 +130,9 @@ def replan(
     usable = [n for n in candidates if n in fab.hosts and not fab.hosts[n].down]
     result: request.Plan | request.NoFit = request.NoFit("no candidate node for the gang's ranks")
     for area in _areas(fab, staying, part, set(usable)):
-        found = _best_in(inputs, entry, staying, part, area, free, options)
-        if found is not None:
-            result = found
+        result = _best_in(inputs, entry, staying, part, area, free, options)
+        if isinstance(result, request.Plan):
             break
-        result = request.NoFit(f"no node outside a down element has room for ranks "
-                               f"{', '.join(str(r) for r in sorted(moving))} of the gang")
     if isinstance(result, request.NoFit):
         return result
     nodes = list(entry.ranks)
@@ -173,22 +170,24 @@ def _areas(
 def _best_in(
     inputs: Inputs, entry: reservations.Entry, staying: Sequence[ids.NodeName], part: request.GangRequest,
     area: set[ids.NodeName], free: Mapping[ids.NodeName, int], options: request.PlacementOptions,
-) -> request.Plan | None:
+) -> request.Plan | request.NoFit:
     """The engine's plan for the moving ranks in ``area`` with the lowest finite slowdown of the
     whole gang: healthy hosts first, then any host not down (a tie keeps the healthy one)."""
     fab = inputs.fabric
     healthy = {n for n in area if not fab.hosts[n].degraded}
     best: tuple[float, request.Plan] | None = None
+    why = request.NoFit("the gang's path would cross a down element (its staying ranks' hosts or uplinks)")
     for hosts in (healthy, area):
         if not hosts or (hosts is area and area == healthy):
             continue
         made = inputs.place(part, options, hosts, free)
         if not isinstance(made, request.Plan):
+            why = made
             continue
         slowdown = capacity.comm_slowdown(fab, [*staying, *made.ranks], entry.gpus_per_pod, inputs.traffic)
         if math.isfinite(slowdown) and (best is None or slowdown < best[0] - 1e-9):
             best = (slowdown, made)
-    return best[1] if best is not None else None
+    return best[1] if best is not None else why
 
 
 def _home(fab: fabric.Fabric, hosts: Sequence[ids.NodeName]) -> fabric.DomainKey | None:

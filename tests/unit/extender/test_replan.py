@@ -44,3 +44,23 @@ def test_a_moving_rank_stays_in_its_spine_off_a_down_host() -> None:
     h.run(h.writer.flush(1.0))
     status = h.store.get("train", "a")["status"]
     assert math.isfinite(status["commSlowdown"])
+
+
+def test_a_moving_rank_with_only_a_down_host_left_is_not_placed_there() -> None:
+    nodes = fabric_nodes()
+    for body in nodes:
+        if body["metadata"]["name"] == "l3-h0":
+            body["metadata"]["labels"][api.HEALTH_LABEL] = "down"
+    h = Harness(nodes)
+    h.restore()
+    uid = h.job("a", 4)
+    placed = [h.place(h.pod("a", uid, r)) for r in range(3)]
+    lost = h.book.entries()[0].ranks[3]
+    assert lost is not None
+    for name in h.state.nodes:
+        if name not in {*placed, lost, "l3-h0"}:
+            _busy(h, name)
+    answer = h.filter(h.pod("a", uid, 3), ["l3-h0"])
+    assert answer.passed == []
+    [entry] = h.book.entries()
+    assert entry.ranks[3] != "l3-h0" and math.isfinite(entry.comm_slowdown)
