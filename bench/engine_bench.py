@@ -6,7 +6,8 @@ For each size, builds a 2-tier fabric (16 hosts of 8 GPUs per leaf, 16 leaves pe
 leaves 2:1 oversubscribed) with 1% of hosts and 2% of leaves degraded, fills about 60% of the
 GPUs with gangs placed by the engine itself (their traffic recorded), then times ``place`` for
 a mix of gang sizes against that state (nothing committed, so every call sees the same state).
-The first call on a fabric also builds its index (``tree.of``); it is timed apart.
+The snapshot of the fabric (``placement.snapshot``: the engine's tree) is built once by the
+bench's placement session, as the extender's is; it is timed apart.
 
 ``--churn`` runs the calls the way the extender makes them: every host name passed as the
 candidates (a new list each call), and the state moving between calls: each plan is reserved
@@ -28,7 +29,7 @@ import time
 
 from benchstats import percentile
 from fabricsched import ids
-from fabricsched.placement import capacity, placing, request, tree
+from fabricsched.placement import capacity, request, session
 from fabricsched.topology import fabric
 
 HOSTS_PER_LEAF = 16
@@ -80,7 +81,8 @@ Running = collections.deque[tuple[tuple[ids.NodeName, ...], int]]
 
 
 def fill(
-    fab: fabric.Fabric, rng: random.Random, target: float, running: Running | None = None
+    planner: session.Session, fab: fabric.Fabric, rng: random.Random, target: float,
+    running: Running | None = None,
 ) -> tuple[dict[ids.NodeName, int], capacity.Traffic]:
     """Place gangs until ``target`` of the GPUs are used, as a busy cluster would be."""
     free = {name: host.gpus for name, host in fab.hosts.items()}
@@ -91,7 +93,7 @@ def fill(
     while sum(free.values()) > total * (1 - target) and misses < 50:
         gang = draw(rng, i)
         i += 1
-        plan = placing.place(fab, free, gang, traffic)
+        plan = planner.place(fab, free, gang, traffic)
         if not isinstance(plan, request.Plan):
             misses += 1
             continue
@@ -129,11 +131,12 @@ def churn(
 def run(hosts: int, calls: int, seed: int, moving: bool) -> None:
     rng = random.Random(seed)
     fab = build_fabric(hosts, rng)
+    planner = session.Session()
     started = time.perf_counter()
-    tree.of(fab)
+    planner.snapshot(fab)
     index_ms = (time.perf_counter() - started) * 1e3
     running: Running = collections.deque()
-    free, traffic = fill(fab, rng, 0.6, running)
+    free, traffic = fill(planner, fab, rng, 0.6, running)
     gangs = [draw(rng, i) for i in range(calls)]
     names = list(fab.hosts)
     # A long-lived process freezes its big, lasting objects (the snapshot) out of the cyclic
@@ -147,7 +150,7 @@ def run(hosts: int, calls: int, seed: int, moving: bool) -> None:
     for gang in gangs:
         candidates = list(names) if moving else None  # the extender builds a new list per call
         t0, c0 = time.perf_counter(), time.thread_time_ns()
-        result = placing.place(fab, free, gang, traffic, candidates=candidates)
+        result = planner.place(fab, free, gang, traffic, candidates=candidates)
         cpu_ms = (time.thread_time_ns() - c0) / 1e6
         wall_ms = (time.perf_counter() - t0) * 1e3
         times.setdefault(gang.pods, []).append(cpu_ms)

@@ -146,5 +146,5 @@ def health_notice(change: health.HealthChange, recover_after_s: float) -> Notice
 
 
 def is_worse(change: health.HealthChange) -> bool:
-    return change.new.severity > change.old.severity or change.new_capacity < change.old_capacity
+    return change.worsened
 

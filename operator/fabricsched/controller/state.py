@@ -42,7 +42,7 @@ from fabricsched.controller import fabrics, snapshots
 from fabricsched.ports import changes
 from fabricsched.ports import jobs as job_types
 from fabricsched.telemetry import poller
-from fabricsched.topology import health
+from fabricsched.topology import gpus, health
 from fabricsched.topology import nodes as k8s
 
 logger = logging.getLogger(__name__)
@@ -166,10 +166,13 @@ class ClusterState:
         tie; None when none holds any. The extender asks this for all the nodes the scheduler
         passes (10k), so it costs a set intersection per topology, not a lookup per node, and
         with a single topology only the search for one node it holds."""
+        # Only hosts of the fabric count: a member left out by a conflict cannot hold a pod.
         if len(self._fabrics) == 1:
             ((name, tf),) = self._fabrics.items()
-            return None if tf.members.isdisjoint(nodes) else name
-        counts = {name: len(tf.members.intersection(nodes)) for name, tf in sorted(self._fabrics.items())}
+            return None if tf.build().fabric.hosts.keys().isdisjoint(nodes) else name
+        wanted = set(nodes)
+        counts = {name: len(tf.build().fabric.hosts.keys() & wanted)
+                  for name, tf in sorted(self._fabrics.items())}
         best = max(counts, key=counts.__getitem__, default=None)
         return best if best is not None and counts[best] > 0 else None
 
@@ -195,7 +198,7 @@ class ClusterState:
         resource = tf.spec.gpu_resource
         held = self._free.get(name)
         if held is None or held.fabric is not built.fabric or held.resource != resource:
-            free = {h: max(0, host.gpus - self.used(h, resource)) for h, host in built.fabric.hosts.items()}
+            free = gpus.free_of(built.fabric, lambda h: self.used(h, resource))
             held = self._free[name] = snapshots.FreeMap(built.fabric, resource, free)
         held.shared = True
         snap = snapshots.TopologySnapshot(

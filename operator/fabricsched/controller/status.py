@@ -16,6 +16,7 @@ from fabricsched import ids
 from fabricsched.api import conditions
 from fabricsched.api import topology as api
 from fabricsched.controller import fabrics, snapshots, state, telemetry_feed
+from fabricsched.topology import gpus
 from fabricsched.topology import status as core_status
 
 
@@ -28,7 +29,7 @@ def compute(obj: state.TopologyObject, tf: fabrics.TopologyFabric | None,
     if tf is None or snap is None:
         return _invalid(obj, previous, now).to_wire()
     held = reserved or {}
-    free = {h: max(0, n - held.get(h, 0)) for h, n in snap.free_gpus.items()}
+    free = gpus.free_after(snap.free_gpus, held)
     built = tf.build()
     contested = tuple(c for c in snap.conflicts if c.kind == "multipleTopologies")
     result = core_status.build_status(

@@ -32,7 +32,7 @@ from fabricsched.extender import (
     reservations,
     verdicts,
 )
-from fabricsched.placement import patience, request
+from fabricsched.placement import patience, request, session
 from fabricsched.ports import changes, jobs
 from fabricsched.topology import nodes
 
@@ -100,10 +100,9 @@ class Coordinator:
         self.follower = following.Follower(state, book, writer, clock)
         """Moves the book with the cluster: binds, ends, Jobs, expiry, restore."""
         self._noticed: dict[tuple[ids.GangKey, str], float] = {}
-        self._floors = patience.Floors()
-        self._demands = planning.Demands()
-        """Running gangs' off-domain demand, kept between planning calls."""
-        self._clocks = locality.Clocks()
+        self._session = session.Session()
+        """The placement session: snapshots, locality floors, running gangs' demands."""
+        self._clocks = self._session.clocks
         """When gangs held for locality started waiting (from their pods' creation times)."""
 
     # --- filter and prioritize ----------------------------------------------------------
@@ -198,7 +197,8 @@ class Coordinator:
         for node in keep:
             reserved[node] = reserved.get(node, 0) + gpus_per_pod
         others = [e for e in self.book.entries() if e.key != exclude and e.topology == snapshot.name]
-        return planning.Inputs(snapshot, reserved, self._demands.traffic(snapshot.fabric, others))
+        traffic = planning.traffic(self._session, snapshot.fabric, others)
+        return planning.Inputs(self._session, snapshot, reserved, traffic)
 
     def _plan(
         self,
@@ -262,7 +262,7 @@ class Coordinator:
             return made
         now = self.clock()
         waited = self._clocks.waited(gang.key, created, now)
-        decision = locality.decide(self._floors, snapshot.fabric, gang, made, waited, wanted.wait)
+        decision = locality.decide(self._session, snapshot.fabric, gang, made, waited, wanted.wait)
         if isinstance(decision, patience.Wait):
             message = f"gang {gang.display} is {decision.reason}"
             self._notice(pod, gang.key, "FabricWaitingForLocality", message, False)

@@ -2,14 +2,14 @@
 
 Where it sits in the flow: ``Coordinator._plan`` has the engine's plan for a new gang and asks
 ``decide`` whether to start it now or hold the gang (docs/extender.md "Waiting for locality").
-The decision itself is ``placement.patience.hold_for``, the one the simulator's ``fabric``
-policy makes; this module only supplies its inputs the way a cluster has them:
+The decision itself is ``placement.session.Session.hold_for``, the one the simulator's
+``fabric`` policy makes; this module only supplies its inputs the way a cluster has them:
 
 * the wait, from the gang's pod annotations over the cluster default (``fabricsched run
   --locality-wait``), parsed here with a message for every value that is not valid;
 * the time waited, counted from the creation of the gang's oldest pod the extender has seen
-  (``Clocks``): the API server keeps creation times, so a restarted extender resumes a wait
-  without state of its own.
+  (the session's ``patience.Clocks``): the API server keeps creation times, so a restarted
+  extender resumes a wait without state of its own.
 
 Pure: no I/O, the time is a parameter.
 """
@@ -23,9 +23,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from fabricsched import ids
 from fabricsched.extender import gangs
-from fabricsched.placement import patience, request
+from fabricsched.placement import patience, request, session
 from fabricsched.topology import fabric
 
 WAIT_ANNOTATION = "fabricsched.io/locality-wait"
@@ -35,11 +34,9 @@ MAX_TOLERANCE = 1.0
 """Tolerances are fractions: a larger value is far more likely a percentage typed as one
 ("5" for 5%) than a wish to accept twice the floor, so it is refused."""
 
-FORGET_AFTER_S = 1800.0
-"""A gang not asked about for this long is forgotten by ``Clocks``. The kube-scheduler retries
-an unschedulable pod at least every ``podMaxInUnschedulablePodsDuration`` (5 minutes by
-default), so a gang still waiting is seen again well before; a forgotten one that comes back
-counts from its pods' creation anyway."""
+FORGET_AFTER_S = patience.FORGET_AFTER_S
+Clocks = patience.Clocks
+"""The gangs' wait clocks live in the placement session (``session.Session.clocks``)."""
 
 _UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 _PART = re.compile(r"(\d+\.?\d*|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
@@ -133,40 +130,8 @@ def created_at(manifest: Mapping[str, Any]) -> float | None:
     return stamp.timestamp()
 
 
-class Clocks:
-    """When each gang not yet planned started waiting: its oldest pod's creation time seen.
-
-    Any pod of a held gang may be the next one the kube-scheduler asks about; keeping the
-    earliest creation time seen makes the wait the gang's, not the pod's. A pod without a
-    creation time (never from the API server) counts from when the extender first saw it.
-    """
-
-    def __init__(self) -> None:
-        self._started: dict[ids.GangKey, tuple[float, float]] = {}
-        """gang -> (start of its wait, last time asked about)."""
-
-    def waited(self, key: ids.GangKey, created: float | None, now: float) -> float:
-        """Seconds gang ``key`` has waited, ``created`` being the asking pod's creation time."""
-        start = now if created is None else min(created, now)
-        known = self._started.get(key)
-        if known is not None:
-            start = min(start, known[0])
-        self._started[key] = (start, now)
-        return now - start
-
-    def forget(self, key: ids.GangKey) -> None:
-        self._started.pop(key, None)
-
-    def prune(self, now: float) -> None:
-        """Drop gangs not asked about for ``FORGET_AFTER_S`` (deleted while waiting)."""
-        self._started = {k: v for k, v in self._started.items() if now - v[1] < FORGET_AFTER_S}
-
-    def __len__(self) -> int:
-        return len(self._started)
-
-
 def decide(
-    floors: patience.Floors,
+    placing_session: session.Session,
     fab: fabric.Fabric,
     gang: gangs.GangIdentity,
     plan: request.Plan,
@@ -174,5 +139,7 @@ def decide(
     wait: request.LocalityWait,
 ) -> patience.Decision:
     """The engine's locality decision for ``plan``, the gang's first plan (the simulator's own)."""
-    ask = request.GangRequest(gang.key, gang.size, gang.gpus_per_pod)
-    return patience.hold_for(floors, fab, ask, plan, waited_s, wait)
+    ask = request.gang_on(fab, gang.key, gang.size, gang.gpus_per_pod, gang.tier, gang.required)
+    if isinstance(ask, request.NoFit):
+        return patience.Start()  # no plan is made for such a gang: nothing to hold
+    return placing_session.hold_for(fab, ask, plan, waited_s, wait)

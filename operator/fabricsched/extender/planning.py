@@ -8,13 +8,14 @@ book entry. No I/O.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
+import math
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from fabricsched import ids
 from fabricsched.extender import gangs, ports, reservations
-from fabricsched.placement import capacity, placing, ranks, request
-from fabricsched.topology import fabric
+from fabricsched.placement import capacity, ranks, request, session
+from fabricsched.topology import fabric, gpus
 
 DomainKey = fabric.DomainKey
 
@@ -23,11 +24,13 @@ DomainKey = fabric.DomainKey
 class Inputs:
     """What one decision sees: a snapshot and the capacity other gangs hold on it."""
 
+    session: session.Session
+    """The extender's placement session (snapshots, floors, running gangs' demands)."""
     snapshot: ports.SnapshotView
     reserved: Mapping[ids.NodeName, int]
     """GPUs held for other gangs' unbound ranks (and this gang's ranks that keep their node)."""
     traffic: capacity.Traffic
-    """Off-domain load of every other gang placed in this topology."""
+    """Off-domain load of every other gang placed in this topology (``traffic``)."""
 
     @property
     def fabric(self) -> fabric.Fabric:
@@ -35,60 +38,35 @@ class Inputs:
 
     def free(self) -> dict[ids.NodeName, int]:
         """Free GPUs per host once reservations are taken out."""
-        free = dict(self.snapshot.free_gpus)
-        for node, held in self.reserved.items():
-            if node in free:
-                free[node] = max(0, free[node] - held)
-        return free
+        return gpus.free_after(self.snapshot.free_gpus, self.reserved)
+
+    def place(
+        self, gang: request.GangRequest, options: request.PlacementOptions,
+        candidates: Collection[ids.NodeName], free: Mapping[ids.NodeName, int] | None = None,
+    ) -> request.Plan | request.NoFit:
+        return self.session.place(self.fabric, self.free() if free is None else free, gang, self.traffic,
+                                  options, candidates, owner=self.snapshot.name)
 
 
-def traffic_of(fab: fabric.Fabric, entries: Iterable[reservations.Entry]) -> capacity.Traffic:
-    """The running traffic model: every placed gang's footprint, bound or reserved."""
-    traffic = capacity.Traffic()
+def traffic(placing_session: session.Session, fab: fabric.Fabric,
+            entries: Sequence[reservations.Entry]) -> capacity.Traffic:
+    """The running traffic model: every placed gang's footprint, bound or reserved.
+
+    Each gang's demand is kept by the session while its book entry and the fabric are the same
+    objects (entries are frozen and replaced on every change), so a planning call adds dicts
+    instead of recounting every running gang's pods per domain."""
+    running = placing_session.running
+    total = capacity.Traffic()
     for entry in entries:
         nodes = [node for _, node in entry.placed() if node in fab.hosts]
-        if len(nodes) > 1:
-            traffic.add(fab, nodes, entry.gpus_per_pod)
-    return traffic
+        total.add_demand(running.demand_of(entry.key, entry, fab, nodes, entry.gpus_per_pod))
+    running.prune_demands({entry.key for entry in entries})
+    return total
 
 
-class Demands:
-    """``traffic_of`` for repeated decisions: each placed gang's ``capacity.gang_demand`` is
-    kept while its book entry and the fabric are the same objects (entries are frozen and
-    replaced on every change), so a planning call adds dicts instead of recounting every
-    running gang's pods per domain. Sums are made in the same order, so the loads are the
-    very same floats ``traffic_of`` gives."""
-
-    def __init__(self) -> None:
-        self._kept: dict[ids.GangKey, tuple[reservations.Entry, fabric.Fabric, dict[DomainKey, float]]] = {}
-
-    def traffic(self, fab: fabric.Fabric, entries: Sequence[reservations.Entry]) -> capacity.Traffic:
-        traffic = capacity.Traffic()
-        for entry in entries:
-            kept = self._kept.get(entry.key)
-            if kept is not None and kept[0] is entry and kept[1] is fab:
-                demand = kept[2]
-            else:
-                nodes = [node for _, node in entry.placed() if node in fab.hosts]
-                demand = capacity.gang_demand(fab, nodes, entry.gpus_per_pod) if len(nodes) > 1 else {}
-                self._kept[entry.key] = (entry, fab, demand)
-            traffic.add_demand(demand)
-        if len(self._kept) > 2 * len(entries) + 16:
-            # Released gangs linger until here: dropped now and then, in one pass.
-            live = {entry.key for entry in entries}
-            self._kept = {k: v for k, v in self._kept.items() if k in live}
-        return traffic
-
-
-def tier_index(fab: fabric.Fabric, gang: gangs.GangIdentity) -> int | request.NoFit | None:
-    """The constraint tier's index; a name the fabric does not have can never be met."""
-    if gang.tier is None:
-        return None
-    try:
-        return fab.tier_index(gang.tier)
-    except KeyError:
-        tiers = ", ".join(t.name for t in fab.tiers)
-        return request.NoFit(f"tier {gang.tier!r} is not a tier of this fabric ({tiers})", unresolvable=True)
+def gang_request(gang: gangs.GangIdentity, fab: fabric.Fabric) -> request.GangRequest | request.NoFit:
+    """The engine's request for a whole gang."""
+    return request.gang_on(fab, gang.key, gang.size, gang.gpus_per_pod, gang.tier, gang.required)
 
 
 def plan(
@@ -98,13 +76,10 @@ def plan(
     options: request.PlacementOptions,
 ) -> request.Plan | request.NoFit:
     """A whole-gang plan among ``candidates``."""
-    tier = tier_index(inputs.fabric, gang)
-    if isinstance(tier, request.NoFit):
-        return tier
-    gang_request = request.GangRequest(gang.key, gang.size, gang.gpus_per_pod, tier, gang.required)
-    return placing.place(
-        inputs.fabric, inputs.free(), gang_request, inputs.traffic, options, candidates=candidates
-    )
+    ask = gang_request(gang, inputs.fabric)
+    if isinstance(ask, request.NoFit):
+        return ask
+    return inputs.place(ask, options, candidates)
 
 
 def new_entry(
@@ -139,34 +114,23 @@ def replan(
 ) -> reservations.Entry | request.NoFit:
     """New nodes for the ranks in ``moving``; the gang's other ranks stay where they are.
 
-    ``inputs.reserved`` must already hold the staying ranks. The engine is asked for a plan of
-    just the moving ranks, first among the candidates inside the smallest domain that holds
-    the staying ones (so the gang stays together), then, unless a required tier forbids it,
-    among all candidates.
+    ``inputs.reserved`` must already hold the staying ranks. The moving ranks belong to a gang
+    that spans hosts, so they follow the gang rule, not the single-pod one: never a down
+    element, the lowest comm_slowdown of the whole gang, and the gang's own domains first
+    (``_areas``: the smallest domain holding the staying ranks, then each one above it,
+    then, unless a required tier forbids it, every candidate). Within an area the engine is
+    asked on healthy hosts, then on any host not down; the finite whole-gang slowdown wins.
     """
     fab = inputs.fabric
     staying = [node for rank, node in entry.placed() if rank not in moving and node in fab.hosts]
-    tier: int | None = None
-    if entry.tier is not None:
-        try:
-            tier = fab.tier_index(entry.tier)
-        except KeyError:
-            return request.NoFit(f"tier {entry.tier!r} is not a tier of this fabric", unresolvable=True)
-    part = request.GangRequest(entry.key, len(moving), entry.gpus_per_pod, tier, entry.required)
+    part = request.gang_on(fab, entry.key, len(moving), entry.gpus_per_pod, entry.tier, entry.required)
+    if isinstance(part, request.NoFit):
+        return part
     free = inputs.free()
-    attempts: list[Collection[ids.NodeName]] = []
-    if staying:
-        home = _home(fab, staying)
-        if home is not None:
-            attempts.append(set(fab.domains[home].hosts) & set(candidates))
-        if entry.required and tier is not None:
-            outer = fab.domain_of(staying[0], tier)
-            attempts.append(set(outer.hosts) & set(candidates))
-    if not (entry.required and staying):
-        attempts.append(candidates)
+    usable = [n for n in candidates if n in fab.hosts and not fab.hosts[n].down]
     result: request.Plan | request.NoFit = request.NoFit("no candidate node for the gang's ranks")
-    for allowed in attempts:
-        result = placing.place(fab, free, part, inputs.traffic, options, candidates=allowed)
+    for area in _areas(fab, staying, part, set(usable)):
+        result = _best_in(inputs, entry, staying, part, area, free, options)
         if isinstance(result, request.Plan):
             break
     if isinstance(result, request.NoFit):
@@ -186,6 +150,44 @@ def replan(
         degraded_path=capacity.on_degraded_path(fab, whole),
         reasons=(*entry.reasons, f"ranks {moved} planned again: {'; '.join(result.reasons) or 'moved'}"),
     )
+
+
+def _areas(
+    fab: fabric.Fabric, staying: Sequence[ids.NodeName], part: request.GangRequest, usable: set[ids.NodeName]
+) -> list[set[ids.NodeName]]:
+    """Where to look for the moving ranks, nearest the staying ones first."""
+    if not staying:
+        return [usable]
+    home = _home(fab, staying)
+    lowest = home[0] if home is not None else len(fab.tiers)
+    top = part.tier if part.required and part.tier is not None else len(fab.tiers) - 1
+    areas = [set(fab.domain_of(staying[0], tier).hosts) & usable for tier in range(lowest, top + 1)]
+    if not part.required:
+        areas.append(usable)
+    return [area for i, area in enumerate(areas) if area and area not in areas[:i]]
+
+
+def _best_in(
+    inputs: Inputs, entry: reservations.Entry, staying: Sequence[ids.NodeName], part: request.GangRequest,
+    area: set[ids.NodeName], free: Mapping[ids.NodeName, int], options: request.PlacementOptions,
+) -> request.Plan | request.NoFit:
+    """The engine's plan for the moving ranks in ``area`` with the lowest finite slowdown of the
+    whole gang: healthy hosts first, then any host not down (a tie keeps the healthy one)."""
+    fab = inputs.fabric
+    healthy = {n for n in area if not fab.hosts[n].degraded}
+    best: tuple[float, request.Plan] | None = None
+    why = request.NoFit("the gang's path would cross a down element (its staying ranks' hosts or uplinks)")
+    for hosts in (healthy, area):
+        if not hosts or (hosts is area and area == healthy):
+            continue
+        made = inputs.place(part, options, hosts, free)
+        if not isinstance(made, request.Plan):
+            why = made
+            continue
+        slowdown = capacity.comm_slowdown(fab, [*staying, *made.ranks], entry.gpus_per_pod, inputs.traffic)
+        if math.isfinite(slowdown) and (best is None or slowdown < best[0] - 1e-9):
+            best = (slowdown, made)
+    return best[1] if best is not None else why
 
 
 def _home(fab: fabric.Fabric, hosts: Sequence[ids.NodeName]) -> fabric.DomainKey | None:

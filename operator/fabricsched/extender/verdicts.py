@@ -11,7 +11,6 @@ from dataclasses import dataclass
 
 from fabricsched import ids
 from fabricsched.extender import reservations
-from fabricsched.placement import tree
 from fabricsched.topology import fabric
 
 _MAX_LISTED = 4
@@ -100,9 +99,9 @@ def failed(
         out.update(dict.fromkeys(out.keys() - hosts, _outside_fabric(topology, plan)))
     if plan.multi_host:
         # In the fabric, so the link rule is what applies unless a reservation does (below).
-        for node in tree.of(fab).degraded_hosts:
+        for node in fab.degraded_hosts:
             if node in out:
-                out[node] = _DOWN if tree.host_down(fab.hosts[node]) else _DEGRADED
+                out[node] = _DOWN if fab.hosts[node].down else _DEGRADED
     for group in (inside, reserved_by.keys()):
         for node in group:
             if node in out:
@@ -127,8 +126,8 @@ def reason(
     holder = reserved_by.get(node)
     if holder is not None and free.get(node, 0) < gpus_per_pod:
         return f"reserved for gang {holder}"
-    if plan.multi_host and tree.host_degraded(host):
-        return _DOWN if tree.host_down(host) else _DEGRADED
+    if plan.multi_host and host.degraded:
+        return _DOWN if host.down else _DEGRADED
     for tier_index, used, message in plan.checks:
         if host.path[tier_index] not in used:
             return message

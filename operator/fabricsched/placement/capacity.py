@@ -12,13 +12,11 @@ when it starts and remove it when it ends; the engine reads it to prefer quiet u
 from __future__ import annotations
 
 import collections
-import dataclasses
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from fabricsched import ids
-from fabricsched.placement import request, tree
 from fabricsched.topology import fabric
 
 DomainKey = fabric.DomainKey
@@ -95,37 +93,32 @@ class Traffic:
         return bool(self.load)
 
 
+Capacities = Mapping[DomainKey, float]
+"""C_d per domain, as ``snapshot.Snapshot`` keeps them; None below: computed on the spot."""
+
+
 def uplink_capacity_gbps(fab: fabric.Fabric, key: DomainKey, health_aware: bool = True) -> float:
     """C_d; health-blind, a degraded uplink counts as whole (a down one still carries nothing)."""
     if health_aware:
         return fab.uplink_capacity_gbps(key)
     domain = fab.domains[key]
-    if tree.domain_down(domain):
+    if domain.down:
         return 0.0
     return domain.gpus * fab.gpu_bandwidth_gbps / fab.tiers[domain.tier].oversubscription
 
 
-def _capacities(fab: fabric.Fabric, health_aware: bool) -> dict[DomainKey, float]:
-    """``uplink_capacity_gbps`` of every domain, once per snapshot the engine works on (it
-    asks thousands of times per decision); other callers get them computed on the spot."""
-    index = tree.built(fab)
-    memo: dict[object, object] = index.memo if index is not None else {}
-    found: dict[DomainKey, float] | None = memo.get(("capacity", health_aware))  # type: ignore[assignment]
-    if found is None:
-        found = {key: uplink_capacity_gbps(fab, key, health_aware) for key in fab.domains}
-        memo[("capacity", health_aware)] = found
-    return found
-
-
 def domain_load(
-    fab: fabric.Fabric, key: DomainKey, own_gbps: float, traffic: Traffic | None, health_aware: bool = True
+    fab: fabric.Fabric, key: DomainKey, own_gbps: float, traffic: Traffic | None, health_aware: bool = True,
+    caps: Capacities | None = None,
 ) -> float:
-    """rho_d with the gang's own demand on top of the running traffic; inf when C_d is 0."""
+    """rho_d with the gang's own demand on top of the running traffic; inf when C_d is 0.
+
+    ``caps`` must be the capacities of ``fab`` for ``health_aware``."""
     existing = traffic.load.get(key, 0.0) if traffic is not None else 0.0
     offered = existing + own_gbps
     if offered <= 0:
         return 0.0
-    cap = _capacities(fab, health_aware)[key]
+    cap = caps[key] if caps is not None else uplink_capacity_gbps(fab, key, health_aware)
     return math.inf if cap <= 0 else offered / cap
 
 
@@ -136,6 +129,7 @@ def slowdown_of_counts(
     gpus_per_pod: int,
     traffic: Traffic | None,
     health_aware: bool = True,
+    caps: Capacities | None = None,
 ) -> float:
     """The domain part of comm_slowdown from pods per domain (hosts left out): what the
     engine compares between candidate plans before it picks hosts."""
@@ -143,18 +137,20 @@ def slowdown_of_counts(
     worst = 1.0
     for key, n in counts.items():
         if 0 < n < pods:
-            worst = max(worst, domain_load(fab, key, demand_gbps(n, pods, b), traffic, health_aware))
+            worst = max(worst, domain_load(fab, key, demand_gbps(n, pods, b), traffic, health_aware, caps))
     return worst
 
 
 def comm_slowdown(
-    fab: fabric.Fabric, ranks: Sequence[ids.NodeName], gpus_per_pod: int, traffic: Traffic | None = None
+    fab: fabric.Fabric, ranks: Sequence[ids.NodeName], gpus_per_pod: int, traffic: Traffic | None = None,
+    caps: Capacities | None = None,
 ) -> float:
     """max(1, load of every partially spanned domain, 1/health of every host when > 1 host).
 
     ``traffic`` must not already hold this gang. inf when the path has a down element.
     """
-    worst = slowdown_of_counts(fab, pods_per_domain(fab, ranks), len(ranks), gpus_per_pod, traffic)
+    counts = pods_per_domain(fab, ranks)
+    worst = slowdown_of_counts(fab, counts, len(ranks), gpus_per_pod, traffic, True, caps)
     hosts = set(ranks)
     if len(hosts) > 1:
         for name in hosts:
@@ -170,13 +166,13 @@ def degraded_elements(fab: fabric.Fabric, ranks: Sequence[ids.NodeName]) -> list
     if len(hosts) > 1:
         for name in hosts:
             host = fab.hosts[name]
-            if tree.host_degraded(host):
-                found.append(f"host {name} link {'down' if tree.host_down(host) else 'degraded'}")
+            if host.degraded:
+                found.append(f"host {name} link {'down' if host.down else 'degraded'}")
     pods = len(ranks)
     for key, n in sorted(pods_per_domain(fab, ranks).items()):
         domain = fab.domains[key]
-        if n < pods and tree.domain_degraded(domain):
-            state = "down" if tree.domain_down(domain) else "degraded"
+        if n < pods and domain.degraded:
+            state = "down" if domain.down else "degraded"
             found.append(f"{fab.tiers[key[0]].name} {key[1]} uplinks {state}")
     return found
 
@@ -186,26 +182,11 @@ def on_degraded_path(fab: fabric.Fabric, ranks: Sequence[ids.NodeName]) -> bool:
     return bool(degraded_elements(fab, ranks))
 
 
-def healthy(fab: fabric.Fabric) -> fabric.Fabric:
-    """The same fabric with every element healthy: the floor's reference. Build it once per
-    snapshot when calling ``floor_slowdown`` often."""
-    ok = fabric.HealthState.HEALTHY
-    hosts = {n: dataclasses.replace(h, health=1.0, state=ok) for n, h in fab.hosts.items()}
-    domains = {k: dataclasses.replace(d, uplink_health=1.0, state=ok) for k, d in fab.domains.items()}
-    return fabric.Fabric(fab.tiers, hosts, domains, fab.gpu_bandwidth_gbps, fab.rails)
-
-
-def floor_slowdown(fab: fabric.Fabric, pods: int, gpus_per_pod: int) -> float:
-    """A gang's comm_slowdown alone in the empty, healthy fabric (inf if it can never fit).
-
-    Health is ignored whatever ``fab`` says, so the healthy copy is only made when needed.
-    """
-    # placing builds on this module; importing it at call time keeps the dependency one-way.
-    from fabricsched.placement import placing
-
-    index = tree.of(fab)
-    reference = healthy(fab) if index.degraded_hosts or index.degraded_domains else fab
-    free = {name: host.gpus for name, host in reference.hosts.items()}
-    gang = request.GangRequest(ids.GangKey("floor"), pods, gpus_per_pod)
-    result = placing.place(reference, free, gang)
-    return result.comm_slowdown if isinstance(result, request.Plan) else math.inf
+def uses_down(fab: fabric.Fabric, ranks: Sequence[ids.NodeName]) -> bool:
+    """Traffic over a down element: a down host of a multi-host gang, or the down uplinks of a
+    domain the gang spans partially (placement never does this; the simulator counts it)."""
+    hosts = set(ranks)
+    if len(hosts) > 1 and any(fab.hosts[h].down for h in hosts):
+        return True
+    pods = len(ranks)
+    return any(n < pods and fab.domains[key].down for key, n in pods_per_domain(fab, ranks).items())

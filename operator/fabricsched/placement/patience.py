@@ -15,10 +15,12 @@ or a degraded element that will not): the timeout is what bounds every wait.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
-from fabricsched.placement import capacity, request, tree
+from fabricsched import ids
+from fabricsched.placement import placing, request, snapshot
 from fabricsched.topology import fabric
 
 _SLACK = 1e-9
@@ -28,11 +30,15 @@ _CLOCK_SLACK_S = 1e-6
 """A wait this close to the timeout has reached it: a caller that retries at start + timeout
 must not be held again by float rounding of the clock."""
 
+FORGET_AFTER_S = 1800.0
+"""A gang not asked about for this long is forgotten by ``Clocks``. The kube-scheduler retries
+an unschedulable pod at least every ``podMaxInUnschedulablePodsDuration`` (5 minutes by
+default), so a gang still waiting is seen again well before; a forgotten one that comes back
+counts from its pods' creation anyway."""
+
 _STRUCTURES_KEPT = 4
 """Structures whose floors ``Floors`` keeps: a structure changes only when nodes come or go."""
 
-_MEMO_KEY = ("patience", "structure")
-"""Where a snapshot's structure key is kept in its index memo (computed once per snapshot)."""
 
 
 @dataclass(frozen=True)
@@ -126,12 +132,14 @@ class _Floors:
 class Floors:
     """Floor slowdowns per (fabric structure, pods, GPUs per pod), computed once each.
 
-    Per-caller state like ``capacity.Traffic`` (no global cache): the simulator and the
-    extender each keep one. A floor costs one engine call on the empty healthy fabric.
+    Per-caller state like ``capacity.Traffic`` (no global cache): each placement session
+    (``session.Session``) keeps one. A floor costs one engine call on the empty healthy fabric.
     """
 
     def __init__(self) -> None:
         self._structures: dict[_Structure, _Floors] = {}
+        self._last: tuple[fabric.Fabric, _Structure] | None = None
+        """The last fabric asked about and its structure: one snapshot asks many times."""
 
     def slowdown(self, fab: fabric.Fabric, pods: int, gpus_per_pod: int) -> float:
         """The gang's comm_slowdown alone in the empty, healthy ``fab`` (inf if it never fits)."""
@@ -139,23 +147,44 @@ class Floors:
         shape = (pods, gpus_per_pod)
         found = entry.by_shape.get(shape)
         if found is None:
-            found = capacity.floor_slowdown(entry.reference, pods, gpus_per_pod)
+            found = floor_slowdown(entry.reference, pods, gpus_per_pod)
             entry.by_shape[shape] = found
         return found
 
     def _entry(self, fab: fabric.Fabric) -> _Floors:
-        memo = tree.of(fab).memo
-        key: _Structure | None = memo.get(_MEMO_KEY)
-        if key is None:
+        if self._last is not None and self._last[0] is fab:
+            key = self._last[1]
+        else:
             key = _structure(fab)
-            memo[_MEMO_KEY] = key
+            self._last = (fab, key)
         entry = self._structures.get(key)
         if entry is None:
             if len(self._structures) >= _STRUCTURES_KEPT:
                 del self._structures[next(iter(self._structures))]  # the oldest structure
-            entry = _Floors(capacity.healthy(fab), {})
+            entry = _Floors(healthy(fab), {})
             self._structures[key] = entry
         return entry
+
+
+def healthy(fab: fabric.Fabric) -> fabric.Fabric:
+    """The same fabric with every element healthy: the floor's reference (same structure)."""
+    ok = fabric.HealthState.HEALTHY
+    hosts = {n: dataclasses.replace(h, health=1.0, state=ok) for n, h in fab.hosts.items()}
+    domains = {k: dataclasses.replace(d, uplink_health=1.0, state=ok) for k, d in fab.domains.items()}
+    return dataclasses.replace(fab, hosts=hosts, domains=domains)
+
+
+def floor_slowdown(fab: fabric.Fabric, pods: int, gpus_per_pod: int) -> float:
+    """A gang's comm_slowdown alone in the empty, healthy fabric (inf if it can never fit).
+
+    Health is ignored whatever ``fab`` says, so the healthy copy is only made when needed;
+    ``Floors`` keeps the answers per structure.
+    """
+    reference = healthy(fab) if fab.unhealthy else fab
+    free = {name: host.gpus for name, host in reference.hosts.items()}
+    gang = request.GangRequest(ids.GangKey("floor"), pods, gpus_per_pod)
+    result = placing.place(snapshot.build(reference), free, gang)
+    return result.comm_slowdown if isinstance(result, request.Plan) else math.inf
 
 
 def hold_for(
@@ -171,3 +200,36 @@ def hold_for(
         return Start()
     return decide(plan, floors.slowdown(fab, gang.pods, gang.gpus_per_pod), waited_s, wait)
 
+
+class Clocks:
+    """When each gang not yet started began waiting: the earliest start the caller has told.
+
+    The extender passes its pods' creation times, the simulator the job's submission time.
+
+    Any pod of a held gang may be the next one the kube-scheduler asks about; keeping the
+    earliest creation time seen makes the wait the gang's, not the pod's. A pod without a
+    creation time (never from the API server) counts from when the extender first saw it.
+    """
+
+    def __init__(self) -> None:
+        self._started: dict[ids.GangKey, tuple[float, float]] = {}
+        """gang -> (start of its wait, last time asked about)."""
+
+    def waited(self, key: ids.GangKey, created: float | None, now: float) -> float:
+        """Seconds gang ``key`` has waited, ``created`` being the asking pod's creation time."""
+        start = now if created is None else min(created, now)
+        known = self._started.get(key)
+        if known is not None:
+            start = min(start, known[0])
+        self._started[key] = (start, now)
+        return now - start
+
+    def forget(self, key: ids.GangKey) -> None:
+        self._started.pop(key, None)
+
+    def prune(self, now: float) -> None:
+        """Drop gangs not asked about for ``FORGET_AFTER_S`` (deleted while waiting)."""
+        self._started = {k: v for k, v in self._started.items() if now - v[1] < FORGET_AFTER_S}
+
+    def __len__(self) -> int:
+        return len(self._started)

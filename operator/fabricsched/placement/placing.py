@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fabricsched import ids
-from fabricsched.placement import capacity, ranks, reasons, request, singles, slots, state, tree
+from fabricsched.placement import capacity, ranks, reasons, request, singles, slots, snapshot, state, tree
 from fabricsched.topology import fabric
 
 DomainKey = fabric.DomainKey
@@ -55,16 +55,18 @@ class _Choice:
 # Ranks follow the fabric (ranks.order); the plan's comm_slowdown and degraded_path are the
 # capacity model's, computed on the final ranks with the true health.
 def place(
-    fab: fabric.Fabric,
+    snap: snapshot.Snapshot,
     free: Mapping[ids.NodeName, int],
     gang: request.GangRequest,
     traffic: capacity.Traffic | None = None,
     options: request.PlacementOptions = request.PlacementOptions(),  # noqa: B008 - frozen, shared safely
     candidates: Collection[ids.NodeName] | None = None,
 ) -> request.Plan | request.NoFit:
-    """Plan ``gang`` on ``fab``, or say why not.
+    """Plan ``gang`` on the snapshot's fabric, or say why not.
 
-    ``free`` is GPUs free per host after every other gang's reservation; ``candidates``
+    ``snap`` is the caller's snapshot of the fabric (``snapshot.build``, kept while the
+    fabric is the same: decisions on one snapshot reuse each other's work). ``free`` is GPUs
+    free per host after every other gang's reservation; ``candidates``
     restricts the hosts (the nodes the kube-scheduler passed). ``traffic`` is the load of the
     gangs running now, without this one. ``Plan.tier`` is None on one host, the holding
     domain's tier index otherwise, and ``len(fab.tiers)`` when the gang spans several
@@ -73,18 +75,18 @@ def place(
     pods, g = gang.pods, gang.gpus_per_pod
     if pods < 1 or g < 1:
         return request.NoFit(f"invalid gang: {reasons.gang(pods, g)}", unresolvable=True)
-    index = tree.of(fab)
+    fab, index = snap.fabric, snap.tree
     if gang.tier is not None and not 0 <= gang.tier < index.levels:
         return request.NoFit(f"no tier index {gang.tier} in a fabric of {index.levels} tiers",
                              unresolvable=True)
     top = gang.tier if gang.required and gang.tier is not None else index.levels
-    start = state.base(fab, index, free, g, candidates)
+    start = state.base(snap, free, g, candidates)
     aware = options.health_aware
 
     one = singles.pick(fab, start, pods, aware)
     if one is not None:
         host, why = one
-        return _plan(fab, {host: pods}, None, g, traffic, [why])
+        return _plan(snap, {host: pods}, None, g, traffic, [why])
     if pods == 1:
         return _no_fit(fab, index, start, gang, top, None, None)
 
@@ -92,11 +94,11 @@ def place(
 
     def room(mode: Mode) -> slots.Room:
         if mode not in rooms:
-            rooms[mode] = slots.room(fab, index, start, mode)
+            rooms[mode] = slots.room(start, mode, snap.left_out(mode))
         return rooms[mode]
 
-    unhealthy = bool(index.degraded_hosts or index.degraded_domains)
-    choice = _best(fab, index, room(Mode.HEALTHY if aware else Mode.NOT_DOWN), pods, g, top, traffic, aware)
+    unhealthy = fab.unhealthy
+    choice = _best(snap, room(Mode.HEALTHY if aware else Mode.NOT_DOWN), pods, g, top, traffic, aware)
     if choice is not None:
         notes: list[str] = []
         if aware and unhealthy:
@@ -109,11 +111,11 @@ def place(
                     notes.append(f"a lower tier ({reasons.tier_name(fab, lower[0])}) would hold it only "
                                  "across degraded elements")
             notes.extend(reasons.avoided(fab, index, start, holders))
-        return _plan_of(fab, index, gang, choice, g, traffic, notes)
+        return _plan_of(snap, gang, choice, g, traffic, notes)
     if aware and unhealthy:
-        rescue = _fallback(fab, index, room, pods, g, top, traffic)
+        rescue = _fallback(snap, room, pods, g, top, traffic)
         if rescue is not None:
-            plan = _plan_of(fab, index, gang, rescue, g, traffic, [])
+            plan = _plan_of(snap, gang, rescue, g, traffic, [])
             why = reasons.fallback(fab, plan.ranks, plan.comm_slowdown)
             return dataclasses.replace(plan, reasons=(why, *plan.reasons))
     return _no_fit(fab, index, start, gang, top, room(Mode.NOT_DOWN), room(Mode.ANY))
@@ -141,8 +143,7 @@ def _tightest(space: slots.Room, holders: Sequence[DomainKey]) -> DomainKey:
 
 
 def _best(
-    fab: fabric.Fabric,
-    index: tree.Tree,
+    snap: snapshot.Snapshot,
     space: slots.Room,
     pods: int,
     g: int,
@@ -151,6 +152,8 @@ def _best(
     aware: bool,
 ) -> _Choice | None:
     """Rule 2 in ``space``: the lowest level with a holder, then shape, slowdown, fit, name."""
+    fab, index = snap.fabric, snap.tree
+    caps = snap.capacities_for(aware)
     for level in range(top + 1):
         holders = _holders(index, space, level, pods)
         if not holders:
@@ -167,11 +170,11 @@ def _best(
         least = min(fewest)
         best: tuple[tuple[object, ...], DomainKey, slots.Chooser[DomainKey]] | None = None
         for holder in itertools.compress(holders, map(least.__eq__, fewest)):
-            for first in _first_splits(fab, index, holder, traffic, aware):
+            for first in _first_splits(snap, holder, traffic, aware):
                 shaped = slots.split(index, space, holder, pods, first, slots.pack, None)
                 if shaped is None:
                     continue
-                slowdown = capacity.slowdown_of_counts(fab, shaped.domains, pods, g, traffic, aware)
+                slowdown = capacity.slowdown_of_counts(fab, shaped.domains, pods, g, traffic, aware, caps)
                 rank = (slots.shape(index, holder, shaped.domains), round(slowdown, 9),
                         space.full[holder] - pods, holder[1])
                 if best is None or rank < best[0]:
@@ -185,24 +188,24 @@ def _best(
 
 
 def _first_splits(
-    fab: fabric.Fabric, index: tree.Tree, holder: DomainKey, traffic: capacity.Traffic | None, aware: bool
+    snap: snapshot.Snapshot, holder: DomainKey, traffic: capacity.Traffic | None, aware: bool
 ) -> list[slots.Chooser[DomainKey]]:
     """How to split the holder among its children: packed, and, when some child's uplinks
     already carry traffic, quietest uplinks first."""
+    fab, caps = snap.fabric, snap.capacities_for(aware)
     choosers: list[slots.Chooser[DomainKey]] = [slots.pack]
-    if traffic and any(c in traffic.load for c in index.children[holder]):
+    if traffic and any(c in traffic.load for c in snap.tree.children[holder]):
         def quiet_first(
             items: Sequence[tuple[DomainKey, int]], pods: int
         ) -> list[tuple[DomainKey, int]] | None:
             return slots.fill(items, pods, key=lambda it: (
-                round(capacity.domain_load(fab, it[0], 0.0, traffic, aware), 9), -it[1], it[0]))
+                round(capacity.domain_load(fab, it[0], 0.0, traffic, aware, caps), 9), -it[1], it[0]))
         choosers.append(quiet_first)
     return choosers
 
 
 def _fallback(
-    fab: fabric.Fabric,
-    index: tree.Tree,
+    snap: snapshot.Snapshot,
     room: Callable[[Mode], slots.Room],
     pods: int,
     g: int,
@@ -215,6 +218,7 @@ def _fallback(
     degraded uplinks, healthy uplinks with degraded hosts, and anything not down; packed, and
     healthiest first. Hosts are always taken healthiest first.
     """
+    fab, index, caps = snap.fabric, snap.tree, snap.capacities
     def healthiest_domains(
         items: Sequence[tuple[DomainKey, int]], n: int
     ) -> list[tuple[DomainKey, int]] | None:
@@ -237,7 +241,7 @@ def _fallback(
                     found = slots.split(index, space, holder, pods, choose, choose, healthiest_hosts)
                     if found is None:
                         continue
-                    slowdown = capacity.comm_slowdown(fab, ranks.order(fab, found.hosts), g, traffic)
+                    slowdown = capacity.comm_slowdown(fab, ranks.order(fab, found.hosts), g, traffic, caps)
                     if math.isinf(slowdown):
                         continue
                     rank = (round(slowdown, 9), level, slots.shape(index, holder, found.domains),
@@ -248,41 +252,42 @@ def _fallback(
 
 
 def _plan_of(
-    fab: fabric.Fabric,
-    index: tree.Tree,
+    snap: snapshot.Snapshot,
     gang: request.GangRequest,
     choice: _Choice,
     g: int,
     traffic: capacity.Traffic | None,
     notes: Sequence[str],
 ) -> request.Plan:
-    why = [reasons.shape(fab, index, choice.holder, choice.split.domains)]
+    fab = snap.fabric
+    why = [reasons.shape(fab, snap.tree, choice.holder, choice.split.domains)]
     if not gang.required and gang.tier is not None and choice.level > gang.tier:
         name = reasons.tier_name(fab, gang.tier)
         why.append(f"preferred tier {name}: no single {name} holds it now")
-    plan = _plan(fab, choice.split.hosts, choice.level, g, traffic, [*why, *notes])
+    plan = _plan(snap, choice.split.hosts, choice.level, g, traffic, [*why, *notes])
     if plan.degraded_path:
         return plan
-    extra = reasons.slowdown_note(fab, plan.ranks, g, traffic, plan.comm_slowdown)
+    extra = reasons.slowdown_note(fab, plan.ranks, g, traffic, plan.comm_slowdown, snap.capacities)
     if not extra:
         return plan
     return dataclasses.replace(plan, reasons=(*plan.reasons, *extra))
 
 
 def _plan(
-    fab: fabric.Fabric,
+    snap: snapshot.Snapshot,
     pods_per_host: Mapping[ids.NodeName, int],
     tier: int | None,
     g: int,
     traffic: capacity.Traffic | None,
     why: Sequence[str],
 ) -> request.Plan:
+    fab = snap.fabric
     order = ranks.order(fab, pods_per_host)
     return request.Plan(
         ranks=order,
         tier=tier,
         domains=ranks.domains_used(fab, order),
-        comm_slowdown=capacity.comm_slowdown(fab, order, g, traffic),
+        comm_slowdown=capacity.comm_slowdown(fab, order, g, traffic, snap.capacities),
         degraded_path=capacity.on_degraded_path(fab, order),
         reasons=tuple(why),
     )
@@ -310,16 +315,15 @@ def _no_fit(
         down_note = " (it would fit only on down elements)"
     if top < index.levels:
         name = reasons.tier_name(fab, top)
-        empty = {k: sum(fab.hosts[h].gpus // g for h in fab.domains[k].hosts) for k in index.by_tier[top]}
-        biggest = max(sorted(empty), key=lambda k: empty[k], default=None)
-        if biggest is None or empty[biggest] < pods:
-            holds = f"largest, {biggest[1]}, holds {empty[biggest]} when empty" if biggest else f"no {name}"
+        biggest, held = fab.largest_domain(top, g)
+        if biggest is None or held < pods:
+            holds = f"largest, {biggest[1]}, holds {held} when empty" if biggest else f"no {name}"
             return request.NoFit(f"required tier {name}: no {name} could ever hold {what} ({holds})",
                                  unresolvable=True)
         most = max(sorted(index.by_tier[top]), key=lambda k: usable.full[k])
         return request.NoFit(f"required tier {name}: no {name} has room for {what} now "
                              f"(most: {most[1]} with room for {usable.full[most]}){down_note}")
-    empty_total = sum(h.gpus // g for h in fab.hosts.values())
+    empty_total = fab.empty_slots(g)
     if empty_total < pods:
         return request.NoFit(f"the fabric could never hold {what} (room for {empty_total} when empty)",
                              unresolvable=True)

@@ -44,9 +44,9 @@ def shape(fab: fabric.Fabric, index: tree.Tree, holder: DomainKey, below: Mappin
 
 def describe_element(fab: fabric.Fabric, element: ids.NodeName | DomainKey) -> str:
     if isinstance(element, tuple):
-        state = "down" if tree.domain_down(fab.domains[element]) else "degraded"
+        state = "down" if fab.domains[element].down else "degraded"
         return f"{tier_name(fab, element[0])} {element[1]}: uplinks {state}"
-    state = "down" if tree.host_down(fab.hosts[element]) else "degraded"
+    state = "down" if fab.hosts[element].down else "degraded"
     return f"host {element}: link {state}"
 
 
@@ -58,20 +58,20 @@ def avoided(
     Below the holding domain every domain is partially spanned, and the gang spans hosts,
     so any such element with room was a real alternative the engine turned down.
     """
-    # ``index.contains`` per element and holder, done as set lookups: a host sits below a
+    # "Is the element below a holder", done as set lookups: a host sits below a
     # holder (tier, name) when (tier, name) is one of its path's (tier, domain) pairs, and
     # below every holder at or above the root. ~100 degraded hosts ask this per plan.
     keys = set(holders)
     root = any(h[0] >= index.levels for h in keys)
     found: list[ids.NodeName | DomainKey] = []
-    for key in index.degraded_domains:
+    for key in fab.degraded_domains:
         hosts = fab.domains[key].hosts
         if hosts and (
             root
             or not keys.isdisjoint(itertools.islice(enumerate(fab.hosts[hosts[0]].path), key[0] + 1, None))
         ) and (start.per_leaf[key] > 0 if key in start.per_leaf else any(start.slots(n) for n in hosts)):
             found.append(key)
-    for name in index.degraded_hosts:
+    for name in fab.degraded_hosts:
         if start.slots(name) and (root or not keys.isdisjoint(enumerate(fab.hosts[name].path))):
             found.append(name)
     lines = [f"avoided {describe_element(fab, e)}" for e in found[:MAX_AVOIDED]]
@@ -82,7 +82,7 @@ def avoided(
 
 def slowdown_note(
     fab: fabric.Fabric, ranks: Sequence[ids.NodeName], gpus_per_pod: int, traffic: capacity.Traffic | None,
-    slowdown: float,
+    slowdown: float, caps: capacity.Capacities | None = None,
 ) -> list[str]:
     """Why comm_slowdown is above 1 on a healthy path: the most loaded uplink."""
     if slowdown <= 1.0:
@@ -90,7 +90,7 @@ def slowdown_note(
     demand = capacity.gang_demand(fab, ranks, gpus_per_pod)
     if not demand:
         return []
-    key = max(sorted(demand), key=lambda k: capacity.domain_load(fab, k, demand[k], traffic))
+    key = max(sorted(demand), key=lambda k: capacity.domain_load(fab, k, demand[k], traffic, True, caps))
     return [f"comm_slowdown {slowdown:.2f}: uplink load on {tier_name(fab, key[0])} {key[1]}"]
 
 

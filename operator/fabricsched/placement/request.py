@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from fabricsched import ids
+from fabricsched.topology import fabric
 
 
 @dataclass(frozen=True)
@@ -76,3 +77,19 @@ class NoFit:
 
     reason: str
     unresolvable: bool = False
+
+
+def gang_on(
+    fab: fabric.Fabric, key: ids.GangKey, pods: int, gpus_per_pod: int, tier: str | None, required: bool
+) -> GangRequest | NoFit:
+    """The request for a gang whose constraint tier is named (or None): every caller builds
+    its requests here, so the tier and whether it is required always reach the engine. A tier
+    name the fabric does not have can never be met."""
+    if tier is None:
+        return GangRequest(key, pods, gpus_per_pod, None, required)
+    try:
+        index = fab.tier_index(tier)
+    except KeyError:
+        tiers = ", ".join(t.name for t in fab.tiers)
+        return NoFit(f"tier {tier!r} is not a tier of this fabric ({tiers})", unresolvable=True)
+    return GangRequest(key, pods, gpus_per_pod, index, required)

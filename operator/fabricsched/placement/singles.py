@@ -29,17 +29,12 @@ def pick(
     need = pods * start.gpus_per_pod
     free = start.free
     if not health_aware:
-        down = [index.position[n] for n in index.degraded_hosts if tree.host_down(fab.hosts[n])]
+        down = [index.position[n] for n in fab.degraded_hosts if fab.hosts[n].down]
         if down:
             free = list(free)
             for i in down:
                 free[i] = 0
-    if free is start.free:
-        top = start.memo.get("top")
-        if top is None:
-            top = start.memo["top"] = max(free, default=0)
-    else:
-        top = max(free, default=0)
+    top = start.most_free() if free is start.free else max(free, default=0)
     if top < need:
         return None
     free_per_leaf = start.free_per_leaf()
@@ -59,13 +54,13 @@ def pick(
     def degraded_with(value: int) -> list[ids.NodeName]:
         if not health_aware:
             return []
-        return [n for n in index.degraded_hosts if free[index.position[n]] == value]
+        return [n for n in fab.degraded_hosts if free[index.position[n]] == value]
 
     if pods == 1:
         # Rule 3: degraded or down links first (they are few), then partly used leaves, then
         # the tightest host, then the fullest leaf.
         if health_aware:
-            group = [n for n in index.degraded_hosts if free[index.position[n]] >= need]
+            group = [n for n in fab.degraded_hosts if free[index.position[n]] >= need]
             if group:
                 host = min(group, key=lambda n: (
                     0 if index.leaf_of[n] in partly_set else 1, free[index.position[n]],
@@ -98,8 +93,8 @@ def _reason(
     fab: fabric.Fabric, index: tree.Tree, partly: set[DomainKey], host: ids.NodeName, health_aware: bool
 ) -> str:
     record = fab.hosts[host]
-    if health_aware and tree.host_degraded(record):
-        state = "down" if tree.host_down(record) else "degraded"
+    if health_aware and record.degraded:
+        state = "down" if record.down else "degraded"
         return f"single pod on host {host}: its fabric link is {state}, and a single pod does not use it"
     leaf = index.leaf_of[host]
     if leaf in partly:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-import enum
 import itertools
 import operator
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -23,35 +22,30 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from fabricsched import ids
-from fabricsched.placement import tree
+from fabricsched.placement import modes, tree
 from fabricsched.topology import fabric
 
 DomainKey = fabric.DomainKey
 K = TypeVar("K", ids.NodeName, DomainKey)
 
 
-class Mode(enum.Enum):
-    HEALTHY = "healthy"
-    """No degraded or down host, no degraded or down uplink of a partially spanned domain."""
-    HEALTHY_HOSTS = "healthy-hosts"
-    """Fallback: healthy hosts, uplinks anything but down."""
-    HEALTHY_UPLINKS = "healthy-uplinks"
-    """Fallback: healthy uplinks, hosts anything but down."""
-    NOT_DOWN = "not-down"
-    """Anything but a down element (fallback, and the health-blind policy)."""
-    ANY = "any"
-    """Down elements too: only to tell a NoFit that waits for repairs."""
+Mode = modes.Mode
+
+Sums = tuple[dict[DomainKey, int], dict[DomainKey, int]]
+"""A room's ``full`` and ``part`` slot sums per domain."""
 
 
-_HOSTS_OUT: dict[Mode, Callable[[fabric.Host], bool]] = {
-    Mode.HEALTHY: tree.host_degraded, Mode.HEALTHY_HOSTS: tree.host_degraded,
-    Mode.HEALTHY_UPLINKS: tree.host_down, Mode.NOT_DOWN: tree.host_down, Mode.ANY: lambda host: False,
-}
-_DOMAINS_OUT: dict[Mode, Callable[[fabric.Domain], bool]] = {
-    Mode.HEALTHY: tree.domain_degraded, Mode.HEALTHY_HOSTS: tree.domain_down,
-    Mode.HEALTHY_UPLINKS: tree.domain_degraded, Mode.NOT_DOWN: tree.domain_down,
-    Mode.ANY: lambda domain: False,
-}
+@dataclass
+class Derived:
+    """What decisions derive from one ``Base``, filled in on first use; never anything that
+    refers back to the Base (a Base holding Rooms holding it would live until the cyclic GC)."""
+
+    free_per_leaf: Mapping[DomainKey, int] | None = None
+    """Free GPUs under every leaf, candidates or not."""
+    top: int | None = None
+    """The most free GPUs on one candidate host."""
+    sums: dict[Mode, Sums] = dataclasses.field(default_factory=dict)
+    """Slot sums per mode (``room``)."""
 
 
 @dataclass(frozen=True)
@@ -60,7 +54,7 @@ class Base:
     tree's host order: a decision touches 10k hosts only through C-level maps and sums.
 
     ``state`` keeps one per snapshot and gang shape and patches it where free GPUs changed, so
-    a Base is never changed once another decision may hold it; ``memo`` only fills in."""
+    a Base is never changed once another decision may hold it; ``derived`` only fills in."""
 
     index: tree.Tree
     gpus_per_pod: int
@@ -72,9 +66,7 @@ class Base:
     """Slots per host in ``index.order``."""
     per_leaf: Mapping[DomainKey, int]
     """Sum of slots under every tier-0 domain (or the root of a tier-less fabric)."""
-    memo: dict[Any, Any] = dataclasses.field(default_factory=dict, compare=False, repr=False)
-    """What decisions derive from this Base (slot sums per mode, free GPUs per leaf), on first
-    use; never anything that refers back to the Base."""
+    derived: Derived = dataclasses.field(default_factory=Derived, compare=False, repr=False)
 
     def slots(self, name: ids.NodeName) -> int:
         return self.room[self.index.position[name]]
@@ -88,10 +80,17 @@ class Base:
 
     def free_per_leaf(self) -> Mapping[DomainKey, int]:
         """Free GPUs under every leaf, candidates or not (is the leaf partly used?)."""
-        found: Mapping[DomainKey, int] | None = self.memo.get("free_per_leaf")
+        found = self.derived.free_per_leaf
         if found is None:
-            found = self.memo["free_per_leaf"] = self.leaf_sums(self.free_all)
+            found = self.derived.free_per_leaf = self.leaf_sums(self.free_all)
         return found
+
+    def most_free(self) -> int:
+        """The most free GPUs on one candidate host."""
+        top = self.derived.top
+        if top is None:
+            top = self.derived.top = max(self.free, default=0)
+        return top
 
 
 def base(
@@ -134,24 +133,12 @@ class Room:
         return sum(self.start.room) - sum(self.start.slots(n) for n in self.excluded)
 
 
-def left_out(fab: fabric.Fabric, index: tree.Tree, mode: Mode) -> tuple[frozenset[ids.NodeName],
-                                                                        frozenset[DomainKey]]:
-    """Hosts and domains (by their uplinks) ``mode`` leaves out: fixed per snapshot."""
-    key = ("left_out", mode)
-    found: tuple[frozenset[ids.NodeName], frozenset[DomainKey]] | None = index.memo.get(key)
-    if found is None:
-        host_out, domain_out = _HOSTS_OUT[mode], _DOMAINS_OUT[mode]
-        found = (frozenset(n for n in index.degraded_hosts if host_out(fab.hosts[n])),
-                 frozenset(k for k in index.degraded_domains if domain_out(fab.domains[k])))
-        index.memo[key] = found
-    return found
-
-
-def room(fab: fabric.Fabric, index: tree.Tree, start: Base, mode: Mode) -> Room:
-    """Slots of ``mode`` per domain, summed up the tree; the sums are kept in ``start.memo``
-    (not the Room: a Base that held Rooms holding it would live until the cyclic GC)."""
-    excluded, bad = left_out(fab, index, mode)
-    sums: tuple[dict[DomainKey, int], dict[DomainKey, int]] | None = start.memo.get(mode)
+def room(start: Base, mode: Mode, left_out: modes.LeftOut) -> Room:
+    """Slots of ``mode`` per domain, summed up the tree (``left_out``: what the mode leaves out
+    of this snapshot); the sums are kept in ``start.derived``, not the Room."""
+    index = start.index
+    excluded, bad = left_out
+    sums = start.derived.sums.get(mode)
     if sums is not None:
         return Room(mode, start, excluded, *sums)
     full = dict(start.per_leaf)
@@ -166,7 +153,7 @@ def room(fab: fabric.Fabric, index: tree.Tree, start: Base, mode: Mode) -> Room:
             total = sum(part[c] for c in index.children[key])
             full[key] = total
             part[key] = 0 if key in bad else total
-    start.memo[mode] = (full, part)
+    start.derived.sums[mode] = (full, part)
     return Room(mode, start, excluded, full, part)
 
 

@@ -6,7 +6,7 @@ that ended. Reading the free map costs one C-level pass over the hosts and canno
 of the previous decision with the same GPUs per pod, and the rooms per mode it computed, are
 patched at the hosts whose free GPUs (or candidacy) changed instead of being rebuilt.
 
-What is kept lives in ``tree.Tree.memo``, so it dies with the snapshot; it holds a few gang
+What is kept lives in ``snapshot.Snapshot.carry``, so it dies with the snapshot; it holds a few gang
 shapes at most and never changes a result (tests/unit/placement/test_engine_frozen.py).
 Kept objects are never modified: a patch builds new ones, so a decision running at the same
 time on the same snapshot keeps a consistent view.
@@ -15,13 +15,11 @@ time on the same snapshot keeps a consistent view.
 from __future__ import annotations
 
 import itertools
-import operator
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from fabricsched import ids
-from fabricsched.placement import slots, tree
+from fabricsched.placement import slots, snapshot, tree
 from fabricsched.topology import fabric
 
 DomainKey = fabric.DomainKey
@@ -34,23 +32,14 @@ _PATCH_SHARE = 8
 """Patch when at most 1/_PATCH_SHARE of the hosts changed; rebuild beyond."""
 
 
-@dataclass(frozen=True)
-class _Kept:
-    base: slots.Base
-    mask: list[bool] | None
-    """Candidate or not per host in tree order; None when every host is one."""
-    seen: Any
-    """A copy of the candidates the mask was made from (compared, never trusted by identity)."""
-
-
 def base(
-    fab: fabric.Fabric, index: tree.Tree, free: Mapping[ids.NodeName, int], gpus_per_pod: int,
+    snap: snapshot.Snapshot, free: Mapping[ids.NodeName, int], gpus_per_pod: int,
     candidates: Collection[ids.NodeName] | None,
 ) -> slots.Base:
     """``slots.base`` for this decision, from the last one with the same ``gpus_per_pod``."""
-    every = _read(index, free)
-    key = ("base", gpus_per_pod)
-    kept: _Kept | None = index.memo.get(key)
+    index, kept_bases = snap.tree, snap.carry.bases
+    every = _read(snap, free)
+    kept = kept_bases.get(gpus_per_pod)
     mask, seen = _mask(index, candidates, kept)
     if kept is not None:
         changed = _changed(kept.base.free_all, every)
@@ -59,26 +48,24 @@ def base(
         if not changed:
             fresh = kept.base
         elif len(changed) * _PATCH_SHARE <= len(every):
-            fresh = _patch(fab, index, kept.base, every, mask, changed)
+            fresh = _patch(snap, kept.base, every, mask, changed)
         else:
             fresh = slots.from_lists(index, gpus_per_pod, every, mask)
     else:
         fresh = slots.from_lists(index, gpus_per_pod, every, mask)
     if kept is None or fresh is not kept.base or seen is not kept.seen:
-        index.memo.pop(key, None)  # re-insert: the dict's order is the use order
-        index.memo[key] = _Kept(fresh, mask, seen)
-        shapes = [k for k in index.memo if isinstance(k, tuple) and k[0] == "base"]
-        for old in shapes[:-KEPT_SHAPES]:
-            index.memo.pop(old, None)
+        kept_bases.pop(gpus_per_pod, None)  # re-insert: the dict's order is the use order
+        kept_bases[gpus_per_pod] = snapshot.Kept(fresh, mask, seen)
+        for old in list(kept_bases)[:-KEPT_SHAPES]:
+            del kept_bases[old]
     return fresh
 
 
-def _read(index: tree.Tree, free: Mapping[ids.NodeName, int]) -> list[int]:
+def _read(snap: snapshot.Snapshot, free: Mapping[ids.NodeName, int]) -> list[int]:
     """Free GPUs per host in tree order; a host missing from ``free`` has none."""
-    if len(index.order) > 1:
-        getter: operator.itemgetter[Any] | None = index.memo.get("getter")
-        if getter is None:
-            getter = index.memo["getter"] = operator.itemgetter(*index.order)
+    index = snap.tree
+    getter = snap.free_reader
+    if getter is not None:
         try:
             return list(getter(free))  # a third faster than dict.get, when every host is there
         except KeyError:
@@ -87,7 +74,7 @@ def _read(index: tree.Tree, free: Mapping[ids.NodeName, int]) -> list[int]:
 
 
 def _mask(
-    index: tree.Tree, candidates: Collection[ids.NodeName] | None, kept: _Kept | None
+    index: tree.Tree, candidates: Collection[ids.NodeName] | None, kept: snapshot.Kept | None
 ) -> tuple[list[bool] | None, Any]:
     """Which hosts are candidates, reused when the candidates equal the last ones."""
     if candidates is None:
@@ -128,14 +115,15 @@ def _changed_masks(index: tree.Tree, old: list[bool] | None, new: list[bool] | N
 
 
 def _patch(
-    fab: fabric.Fabric, index: tree.Tree, old: slots.Base, every: list[int], mask: list[bool] | None,
+    snap: snapshot.Snapshot, old: slots.Base, every: list[int], mask: list[bool] | None,
     changed: Sequence[int],
 ) -> slots.Base:
     """``old`` with the hosts at ``changed`` recomputed; sums and kept rooms moved by the deltas."""
+    index = snap.tree
     g = old.gpus_per_pod
     free, room = list(old.free), list(old.room)
     per_leaf = dict(old.per_leaf)
-    old_free_leaf: Mapping[DomainKey, int] | None = old.memo.get("free_per_leaf")
+    old_free_leaf = old.derived.free_per_leaf
     free_leaf = dict(old_free_leaf) if old_free_leaf is not None else None
     moved: list[tuple[int, int]] = []  # (host position, change of slots)
     for i in changed:
@@ -152,23 +140,22 @@ def _patch(
             room[i] = slots_now
     fresh = slots.Base(index, g, free, every, room, per_leaf)
     if free_leaf is not None:
-        fresh.memo["free_per_leaf"] = free_leaf
-    top: int | None = old.memo.get("top")
+        fresh.derived.free_per_leaf = free_leaf
+    top = old.derived.top
     if top is not None and all(old.free[i] < top or free[i] >= top for i in changed):
-        fresh.memo["top"] = max(top, *(free[i] for i in changed))  # the most free GPUs on a host
-    for mode, sums in old.memo.items():
-        if isinstance(mode, slots.Mode):
-            fresh.memo[mode] = _patch_sums(fab, index, mode, sums, moved)
+        fresh.derived.top = max(top, *(free[i] for i in changed))  # the most free GPUs on a host
+    for mode, sums in old.derived.sums.items():
+        fresh.derived.sums[mode] = _patch_sums(snap, mode, sums, moved)
     return fresh
 
 
 def _patch_sums(
-    fab: fabric.Fabric, index: tree.Tree, mode: slots.Mode,
-    sums: tuple[dict[DomainKey, int], dict[DomainKey, int]], moved: Sequence[tuple[int, int]],
-) -> tuple[dict[DomainKey, int], dict[DomainKey, int]]:
+    snap: snapshot.Snapshot, mode: slots.Mode, sums: slots.Sums, moved: Sequence[tuple[int, int]],
+) -> slots.Sums:
     """A room's sums moved by the change of slots of some hosts: up from each host's leaf until
     a domain whose uplinks the mode leaves out (its parent sees none of it)."""
-    excluded, bad = slots.left_out(fab, index, mode)
+    index = snap.tree
+    excluded, bad = snap.left_out(mode)
     full, part = dict(sums[0]), dict(sums[1])
     parent = index.parent
     for i, delta in moved:

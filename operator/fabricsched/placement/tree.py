@@ -1,42 +1,18 @@
-"""The fabric tree as the engine walks it: built once per snapshot, shared by every decision.
+"""The fabric tree as the engine walks it: keys and links of one fabric's structure.
 
-A ``Fabric`` is immutable, so its index is too; ``of`` memoises it per snapshot object (the
-snapshot pattern: rebuild per change that matters, decide many times on the same one). The
-memo holds no settings and changes no result, it only saves the per-host work at 10k hosts.
-``Tree.memo`` is where decisions on the same snapshot leave what the next one can reuse
-(``state``: slots per host and per domain); it lives and dies with the snapshot.
+A ``Tree`` depends on the hosts, their GPUs and paths only, never on health: the snapshot
+(``placement.snapshot``) keeps one per fabric structure and reuses it across health changes.
 """
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 from fabricsched import ids
 from fabricsched.topology import fabric
 
 DomainKey = fabric.DomainKey
-
-
-def host_down(host: fabric.Host) -> bool:
-    """The host's fabric access links carry nothing."""
-    return host.health <= 0 or host.state is fabric.HealthState.DOWN
-
-
-def host_degraded(host: fabric.Host) -> bool:
-    """Degraded or down: anything but a fully healthy access link."""
-    return host.health < 1 or host.state is not fabric.HealthState.HEALTHY
-
-
-def domain_down(domain: fabric.Domain) -> bool:
-    """The domain's uplinks carry nothing (traffic that leaves it cannot flow)."""
-    return domain.uplink_health <= 0 or domain.state is fabric.HealthState.DOWN
-
-
-def domain_degraded(domain: fabric.Domain) -> bool:
-    return domain.uplink_health < 1 or domain.state is not fabric.HealthState.HEALTHY
 
 
 @dataclass(frozen=True)
@@ -73,46 +49,11 @@ class Tree:
     """``(lo, hi)`` of every entry of ``leaves``."""
     leaf_gpus: tuple[int, ...]
     """Total GPUs per entry of ``leaves``."""
-    degraded_hosts: tuple[ids.NodeName, ...]
-    """Hosts whose access link is degraded or down, by name."""
-    degraded_domains: tuple[DomainKey, ...]
-    """Domains whose uplinks are degraded or down, by key."""
     host_leaf: tuple[int, ...]
     """Index into ``leaves`` of every host in ``order``."""
-    memo: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
-    """Per-snapshot scratch kept across decisions (``state``); bounded by its users."""
 
     def is_leaf(self, key: DomainKey) -> bool:
         return key in self.hosts_under
-
-    def contains(self, fab: fabric.Fabric, outer: DomainKey, host: ids.NodeName) -> bool:
-        """The host sits below ``outer`` (everything sits below the root)."""
-        tier, name = outer
-        return tier >= self.levels or fab.hosts[host].path[tier] == name
-
-
-_MEMO: dict[int, Tree] = {}
-
-
-def of(fab: fabric.Fabric) -> Tree:
-    """The index of ``fab``, built on first use and dropped with the snapshot."""
-    found = _MEMO.get(id(fab))
-    if found is None:
-        found = build(fab)
-        _MEMO[id(fab)] = found
-        weakref.finalize(fab, _forget, id(fab))
-    return found
-
-
-def _forget(key: int) -> None:
-    found = _MEMO.pop(key, None)
-    if found is not None:
-        found.memo.clear()  # what decisions kept refers back to the index: free it now
-
-
-def built(fab: fabric.Fabric) -> Tree | None:
-    """The index of ``fab`` if a decision already built it (for memos that should not build it)."""
-    return _MEMO.get(id(fab))
 
 
 def build(fab: fabric.Fabric) -> Tree:
@@ -142,7 +83,7 @@ def build(fab: fabric.Fabric) -> Tree:
     for leaf in leaves:
         lo.append(len(order))
         order.extend(hosts_under[leaf])
-    hi = [*lo[1:], len(order)]
+    hi = [*lo[1:], len(order)] if lo else []  # a fabric with tiers but no host has no leaf
     parent = {c: key for key, kids in children.items() for c in kids}
     return Tree(
         levels=levels,
@@ -159,7 +100,5 @@ def build(fab: fabric.Fabric) -> Tree:
         parent=parent,
         hosts_under=hosts_under,
         leaf_of=leaf_of,
-        degraded_hosts=tuple(sorted(n for n, h in fab.hosts.items() if host_degraded(h))),
-        degraded_domains=tuple(sorted(k for k, d in fab.domains.items() if domain_degraded(d))),
         host_leaf=tuple(i for i, (a, b) in enumerate(zip(lo, hi, strict=True)) for _ in range(a, b)),
     )

@@ -184,12 +184,10 @@ def cluster_limits(
     infos = [topo_nodes.NodeInfo.from_manifest(n.manifest) for n in manifests.read_nodes(nodes_path)]
     structure = building.build_fabric(spec, infos, {}).fabric
     hosts = list(structure.hosts.values())
-    limits: dict[tuple[str | None, int], int] = {(None, s): scenario.pod_slots(hosts, s) for s in sizes}
+    limits: dict[tuple[str | None, int], int] = {(None, s): structure.empty_slots(s) for s in sizes}
     for t, tier in enumerate(structure.tiers):
         for s in sizes:
-            limits[(str(tier.name), s)] = max(
-                (scenario.pod_slots([structure.hosts[h] for h in d.hosts], s)
-                 for d in structure.tier_domains(t)), default=0)
+            limits[(str(tier.name), s)] = structure.largest_domain(t, s)[1]
     return limits, sum(h.gpus for h in hosts)
 
 

@@ -34,8 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from fabricsched import ids
-from fabricsched.api import topology as api
-from fabricsched.placement import capacity, patience, placing, request, tree
+from fabricsched.placement import capacity, patience, request, session
 from fabricsched.sim import policies, records, results, scenario
 from fabricsched.topology import fabric, health
 
@@ -89,16 +88,17 @@ class Simulation:
         self.tracker = health.HealthTracker(
             scn.spec.health.recover_after_seconds, scn.spec.health.degraded_capacity)
         self.snapshot = scn.structure
-        self.traffic = capacity.Traffic()
+        self.session = policy.session if isinstance(policy, policies.EnginePolicy) else session.Session()
+        """The placement session the policy decides in (the engine's policies), whose running
+        traffic and floors the figures below share."""
+        self.traffic = self.session.running.traffic
         self.free = _Free(scn.structure, {j.gpus_per_pod for j in scn.jobs})
         self.heap: list[tuple[float, int, int, int]] = []
         self.outcomes: list[results.Outcome] = [results.Outcome(job) for job in scn.jobs]
         self.running: dict[int, _Running] = {}
         self.ticks: set[float] = set()
-        self._floors: dict[tuple[int, int], float] = {}
         self._leaf_slots: dict[int, int] = {}
         self._checker = request.PlacementOptions(health_aware=True)
-        self._applied: dict[health.ElementId, health.ElementHealth] = {}
         self._held_since: dict[int, float] = {}
         """Jobs a policy held (they fit), and when it first did."""
         self._wait_over: dict[int, float] = {}
@@ -163,8 +163,8 @@ class Simulation:
             event = self.scn.events[payload]
             element = (health.ElementId.node(str(event.node)) if event.kind == "node"
                        else health.ElementId.domain(str(event.tier), str(event.domain)))
-            found = [] if event.state is api.LinkState.HEALTHY else [health.Observation(
-                element, fabric.HealthState(event.state.value), event.capacity, "event",
+            found = [] if event.state is fabric.HealthState.HEALTHY else [health.Observation(
+                element, event.state, event.capacity, "event",
                 f"events file line {event.line}")]
             self.tracker.update(now, "event", found, scope={element})
         else:
@@ -174,14 +174,7 @@ class Simulation:
 
     def _sync_health(self, now: float) -> bool:
         """Push the tracker's effective view into the fabric index; rebuild the snapshot if needed."""
-        effective = self.tracker.effective()
-        changed = False
-        for element in set(effective) | set(self._applied):
-            record = effective.get(element)
-            if self._applied.get(element) != record:
-                self.index.set_health(element, record)
-                changed = True
-        self._applied = dict(effective)
+        changed = self.index.apply_health(self.tracker.effective())
         if changed:
             self.snapshot = self.index.snapshot().fabric
         due = self.tracker.next_due()
@@ -200,7 +193,8 @@ class Simulation:
             shape = (job.gpus_per_pod, job.required_tier)
             if self.free.slots[job.gpus_per_pod] < job.pods or failed.get(shape, math.inf) <= job.pods:
                 continue
-            ranks = self.policy.place(self.snapshot, self.free.gpus, self.traffic, job, now - job.submit_s)
+            waited = self.session.clocks.waited(_key(i), job.submit_s, now)  # counted from submission
+            ranks = self.policy.place(self.snapshot, self.free.gpus, self.traffic, job, waited)
             if ranks is None:
                 failed[shape] = min(failed.get(shape, job.pods), job.pods)
                 continue
@@ -229,16 +223,19 @@ class Simulation:
         avoidable = degraded and job.pods > 1 and self._healthy_existed(job)
         spanned = {str(snap.tiers[t].name): n for t, n in _spanned(snap, ranks).items()}
         self.free.take(ranks, job.gpus_per_pod)
-        self.traffic.add(snap, ranks, job.gpus_per_pod)
+        self.session.running.start(_key(i), snap, ranks, job.gpus_per_pod)
         self.running[i] = _Running(i, ranks)
         end = now + job.duration_s * slowdown
+        self.session.clocks.forget(_key(i))
         held = self._held_since.pop(i, None)
         self._wait_over.pop(i, None)
         self.outcomes[i] = results.Outcome(
             job=job, start_s=now, end_s=end, placement=ranks, domains_spanned=spanned,
-            degraded_path=degraded, comm_slowdown=slowdown, floor=self._floor(job),
+            degraded_path=degraded, comm_slowdown=slowdown,
+            floor=self.session.floor(self.scn.structure, job.pods, job.gpus_per_pod),
             fits_one_leaf=self._fits_one_leaf(job), avoidable_degraded=avoidable,
-            down_use=_uses_down(snap, ranks), waited_for_locality_s=0.0 if held is None else now - held)
+            down_use=capacity.uses_down(snap, ranks),
+            waited_for_locality_s=0.0 if held is None else now - held)
         if math.isfinite(end):
             heapq.heappush(self.heap, (end, _END, i, i))
 
@@ -246,29 +243,22 @@ class Simulation:
         gone = self.running.pop(i)
         job = self.scn.jobs[i]
         self.free.give(gone.ranks, job.gpus_per_pod)
-        self.traffic.remove(self.snapshot, gone.ranks, job.gpus_per_pod)
+        self.session.running.end(_key(i), self.snapshot)
 
     # -- figures the summary needs --------------------------------------------------------
 
     def _healthy_existed(self, job: records.Job) -> bool:
         """Ask the health-aware engine, at this moment, for a plan off degraded paths."""
-        plan = placing.place(self.snapshot, self.free.gpus, policies.gang_request(self.snapshot, job),
-                             self.traffic, self._checker)
+        gang = policies.gang_request(self.snapshot, job)
+        if isinstance(gang, request.NoFit):
+            return False
+        plan = self.session.place(self.snapshot, self.free.gpus, gang, self.traffic, self._checker)
         return isinstance(plan, request.Plan) and not plan.degraded_path
-
-    def _floor(self, job: records.Job) -> float:
-        key = (job.pods, job.gpus_per_pod)
-        if key not in self._floors:
-            self._floors[key] = capacity.floor_slowdown(self.scn.structure, job.pods, job.gpus_per_pod)
-        return self._floors[key]
 
     def _fits_one_leaf(self, job: records.Job) -> bool:
         g = job.gpus_per_pod
         if g not in self._leaf_slots:
-            structure = self.scn.structure
-            self._leaf_slots[g] = max(
-                (scenario.pod_slots([structure.hosts[h] for h in d.hosts], g)
-                 for d in structure.tier_domains(0)), default=0)
+            self._leaf_slots[g] = self.scn.structure.largest_domain(0, g)[1]
         return job.pods <= self._leaf_slots[g]
 
 
@@ -276,16 +266,9 @@ def _spanned(snap: fabric.Fabric, ranks: tuple[ids.NodeName, ...]) -> dict[int, 
     return {t: len({snap.hosts[h].path[t] for h in ranks}) for t in range(len(snap.tiers))}
 
 
-def _uses_down(snap: fabric.Fabric, ranks: tuple[ids.NodeName, ...]) -> bool:
-    """Traffic over a down element: a down host of a multi-host gang, or a down domain the gang
-    leaves (a partly spanned domain: the gang spans several domains of that tier)."""
-    hosts = set(ranks)
-    if len(hosts) > 1 and any(tree.host_down(snap.hosts[h]) for h in hosts):
-        return True
-    for t, count in _spanned(snap, ranks).items():
-        if count > 1 and any(tree.domain_down(snap.domains[(t, snap.hosts[h].path[t])]) for h in hosts):
-            return True
-    return False
+def _key(job: int) -> ids.GangKey:
+    """The running-traffic key of job ``job`` (trace names need not be unique)."""
+    return ids.GangKey(f"job-{job}")
 
 
 def simulate(

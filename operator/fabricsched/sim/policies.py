@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Protocol
 
 from fabricsched import ids
-from fabricsched.placement import capacity, patience, placing, request
+from fabricsched.placement import capacity, patience, request, session
 from fabricsched.sim import records
 from fabricsched.topology import fabric, index
 
@@ -50,10 +50,11 @@ class Policy(Protocol):
     ) -> Placed: ...
 
 
-def gang_request(snapshot: fabric.Fabric, job: records.Job) -> request.GangRequest:
+def gang_request(snapshot: fabric.Fabric, job: records.Job) -> request.GangRequest | request.NoFit:
     """The engine's view of a trace row; the tier name was checked against the fabric on load."""
-    tier = snapshot.tier_index(job.required_tier) if job.required_tier else None
-    return request.GangRequest(ids.GangKey(job.name), job.pods, job.gpus_per_pod, tier, tier is not None)
+    tier = job.required_tier or None
+    key = ids.GangKey(job.name)
+    return request.gang_on(snapshot, key, job.pods, job.gpus_per_pod, tier, tier is not None)
 
 
 class EnginePolicy:
@@ -63,7 +64,8 @@ class EnginePolicy:
     def __init__(self, name: str, options: request.PlacementOptions) -> None:
         self.name = name
         self.options = options
-        self.floors = patience.Floors()
+        self.session = session.Session()
+        """Its placement session; the simulation prices starts with it too (``engine``)."""
 
     def place(
         self,
@@ -74,11 +76,12 @@ class EnginePolicy:
         waited_s: float,
     ) -> Placed:
         gang = gang_request(snapshot, job)
-        result = placing.place(snapshot, free, gang, traffic, self.options)
+        if isinstance(gang, request.NoFit):
+            return None
+        result = self.session.place(snapshot, free, gang, traffic, self.options)
         if not isinstance(result, request.Plan):
             return None
-        wait = self.options.locality_wait
-        decision = patience.hold_for(self.floors, snapshot, gang, result, waited_s, wait)
+        decision = self.session.hold_for(snapshot, gang, result, waited_s, self.options.locality_wait)
         return decision if isinstance(decision, patience.Wait) else result.ranks
 
 
@@ -95,11 +98,11 @@ class _Blind:
     def usable(self, snapshot: fabric.Fabric, pods: int) -> list[fabric.Host]:
         """Hosts that are not down; for a gang of several pods, not under a down uplink either."""
         if snapshot is not self._snapshot:
-            down_domains = {key for key, d in snapshot.domains.items() if d.uplink_health <= 0}
+            down_domains = {key for key, d in snapshot.domains.items() if d.down}
             # Name order, not the mapping's: that one may follow set iteration (hash-seeded),
             # and the seeded tie-breaks must see the same list in every process.
             ordered = sorted(snapshot.hosts.values(), key=lambda h: index.natural_key(h.name))
-            self._single = [h for h in ordered if h.health > 0]
+            self._single = [h for h in ordered if not h.down]
             self._gang = [h for h in self._single
                           if not any((t, name) in down_domains for t, name in enumerate(h.path))]
             self._snapshot = snapshot

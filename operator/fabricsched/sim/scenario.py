@@ -35,11 +35,6 @@ class Scenario:
         return built
 
 
-def pod_slots(hosts: Sequence[fabric.Host], gpus_per_pod: int) -> int:
-    """How many pods of ``gpus_per_pod`` GPUs the hosts hold when empty."""
-    return sum(h.gpus // gpus_per_pod for h in hosts)
-
-
 def load(nodes_path: str | Path, topology_path: str | Path, jobs_path: str | Path,
          events_path: str | Path | None = None) -> Scenario:
     spec = manifests.read_topology(topology_path)
@@ -71,13 +66,12 @@ def load(nodes_path: str | Path, topology_path: str | Path, jobs_path: str | Pat
 def check_jobs(path: str | Path, jobs: Sequence[records.Job], structure: fabric.Fabric) -> None:
     """Every job fits the empty cluster, and its required tier names a tier some domain can hold it in."""
     tier_names = [str(t.name) for t in structure.tiers]
-    hosts = list(structure.hosts.values())
     cluster: dict[int, int] = {}
     best_domain: dict[tuple[int, int], int] = {}
     for job in jobs:
         g = job.gpus_per_pod
         if g not in cluster:
-            cluster[g] = pod_slots(hosts, g)
+            cluster[g] = structure.empty_slots(g)
         if job.pods > cluster[g]:
             raise errors.SimInputError(
                 path, job.line, f"job {job.name!r} needs {job.pods} pods of {g} GPUs; the whole cluster "
@@ -90,8 +84,7 @@ def check_jobs(path: str | Path, jobs: Sequence[records.Job], structure: fabric.
                 f"tiers: {', '.join(tier_names)}")
         tier = tier_names.index(job.required_tier)
         if (tier, g) not in best_domain:
-            best_domain[(tier, g)] = max(
-                pod_slots([structure.hosts[h] for h in d.hosts], g) for d in structure.tier_domains(tier))
+            best_domain[(tier, g)] = structure.largest_domain(tier, g)[1]
         if job.pods > best_domain[(tier, g)]:
             raise errors.SimInputError(
                 path, job.line, f"job {job.name!r} requires one {job.required_tier} domain for {job.pods} "

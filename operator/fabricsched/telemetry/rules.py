@@ -309,8 +309,3 @@ class Damper:
                        f"{self.options.flap_window_s:g}s")
         return health.Observation(element, rule.state, capacity_of(rule, value), "prometheus", reason,
                                   rule=rule.name, value=value)
-
-    def held(self, rule_name: str) -> Mapping[health.ElementId, bool]:
-        """Elements ``rule_name`` holds unhealthy (True) or still watches (False); for tests and
-        diagnosis."""
-        return {e: t.asserted for e, t in self._tracks.get(rule_name, {}).items()}

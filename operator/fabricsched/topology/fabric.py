@@ -7,29 +7,22 @@ free GPUs, reservations and running traffic are per-decision state kept apart fr
 
 from __future__ import annotations
 
-import enum
 import functools
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
-
-import networkx as nx
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 
 from fabricsched import ids
+from fabricsched.api import topology as api
 
-
-class HealthState(enum.StrEnum):
-    """State of one fabric element, ordered from best to worst."""
-
-    HEALTHY = "healthy"
-    DEGRADED = "degraded"
-    DOWN = "down"
-
-    @property
-    def severity(self) -> int:
-        return _SEVERITY[self]
-
+HealthState = api.LinkState
+"""State of one fabric element: the API's own enum (spec.links, status), one type end to end."""
 
 _SEVERITY = {HealthState.HEALTHY: 0, HealthState.DEGRADED: 1, HealthState.DOWN: 2}
+
+
+def severity(state: HealthState) -> int:
+    """0 healthy, 1 degraded, 2 down: states ordered from best to worst."""
+    return _SEVERITY[state]
 
 DomainKey = tuple[int, ids.DomainName]
 """(tier index, domain name): domain names are unique within a tier, not across tiers."""
@@ -54,6 +47,16 @@ class Host:
     """Capacity fraction of the host's fabric access links: 1 healthy, 0 down."""
     state: HealthState = HealthState.HEALTHY
 
+    @property
+    def down(self) -> bool:
+        """The host's fabric access links carry nothing."""
+        return self.health <= 0 or self.state is HealthState.DOWN
+
+    @property
+    def degraded(self) -> bool:
+        """Degraded or down: anything but a fully healthy access link."""
+        return self.health < 1 or self.state is not HealthState.HEALTHY
+
 
 @dataclass(frozen=True)
 class Domain:
@@ -76,6 +79,16 @@ class Domain:
     def key(self) -> DomainKey:
         return (self.tier, self.name)
 
+    @property
+    def down(self) -> bool:
+        """The domain's uplinks carry nothing (traffic that leaves it cannot flow)."""
+        return self.uplink_health <= 0 or self.state is HealthState.DOWN
+
+    @property
+    def degraded(self) -> bool:
+        """Degraded or down uplinks."""
+        return self.uplink_health < 1 or self.state is not HealthState.HEALTHY
+
 
 @dataclass(frozen=True)
 class Fabric:
@@ -86,12 +99,31 @@ class Fabric:
     domains: Mapping[DomainKey, Domain]
     gpu_bandwidth_gbps: float = 400.0
     rails: int = 1
+    structure_id: object = field(default_factory=object, compare=False, repr=False)
+    """Shared by the snapshots of one structure (hosts, GPUs, paths, domains) that differ in
+    health only: ``index.FabricIndex`` keeps it across health changes, so the engine's tree
+    (``placement.snapshot``) is reused. A fabric built any other way has its own."""
 
     def domain_of(self, host: ids.NodeName, tier: int) -> Domain:
         return self.domains[(tier, self.hosts[host].path[tier])]
 
     def tier_domains(self, tier: int) -> Iterator[Domain]:
         return (d for d in self.domains.values() if d.tier == tier)
+
+    def empty_slots(self, gpus_per_pod: int, hosts: Iterable[ids.NodeName] | None = None) -> int:
+        """Pods of ``gpus_per_pod`` GPUs that ``hosts`` (default: every host) hold when empty."""
+        names = self.hosts if hosts is None else hosts
+        return sum(self.hosts[h].gpus // gpus_per_pod for h in names)
+
+    def largest_domain(self, tier: int, gpus_per_pod: int) -> tuple[DomainKey | None, int]:
+        """The domain of ``tier`` holding the most such pods when empty (the first by name on a
+        tie), and how many; ``(None, 0)`` when the tier has no domain."""
+        best: tuple[DomainKey | None, int] = (None, 0)
+        for key in sorted(k for k in self.domains if k[0] == tier):
+            held = self.empty_slots(gpus_per_pod, self.domains[key].hosts)
+            if best[0] is None or held > best[1]:
+                best = (key, held)
+        return best
 
     def tier_index(self, name: str) -> int:
         for i, tier in enumerate(self.tiers):
@@ -105,28 +137,17 @@ class Fabric:
         downlink = domain.gpus * self.gpu_bandwidth_gbps
         return downlink / self.tiers[domain.tier].oversubscription * domain.uplink_health
 
-    def with_graph(self) -> Fabric:
-        """Kept for callers that want the graph built eagerly; returns the same snapshot."""
-        _ = self.graph
-        return self
+    @functools.cached_property
+    def degraded_hosts(self) -> tuple[ids.NodeName, ...]:
+        """Hosts whose access link is degraded or down, by name (computed once per snapshot)."""
+        return tuple(sorted(n for n, h in self.hosts.items() if h.degraded))
 
     @functools.cached_property
-    def graph(self) -> nx.DiGraph:
-        """Root -> top-tier domains -> ... -> leaves -> hosts, built on first use (the engine
-        works on the mappings; the graph serves inspection and tools). Node ids are
-        ``("host", name)``, ``("domain", tier, name)`` and ``("root",)``, each with its record."""
-        graph = nx.DiGraph()
-        root = ("root",)
-        graph.add_node(root)
-        for domain in self.domains.values():
-            graph.add_node(("domain", domain.tier, domain.name), record=domain)
-        for domain in self.domains.values():
-            parent = root if domain.parent is None else ("domain", domain.tier + 1, domain.parent)
-            graph.add_edge(parent, ("domain", domain.tier, domain.name))
-        for host in self.hosts.values():
-            graph.add_node(("host", host.name), record=host)
-            if self.tiers:
-                graph.add_edge(("domain", 0, host.path[0]), ("host", host.name))
-            else:
-                graph.add_edge(root, ("host", host.name))
-        return graph
+    def degraded_domains(self) -> tuple[DomainKey, ...]:
+        """Domains whose uplinks are degraded or down, by key (computed once per snapshot)."""
+        return tuple(sorted(k for k, d in self.domains.items() if d.degraded))
+
+    @property
+    def unhealthy(self) -> bool:
+        """Some element is degraded or down."""
+        return bool(self.degraded_hosts or self.degraded_domains)

@@ -102,6 +102,11 @@ class HealthChange:
     old_capacity: float
     new_capacity: float
     at: float
+
+    @property
+    def worsened(self) -> bool:
+        """A worse state, or less capacity."""
+        return fabric.severity(self.new) > fabric.severity(self.old) or self.new_capacity < self.old_capacity
     sources: tuple[Observation, ...] = ()
 
     @property
@@ -121,13 +126,13 @@ _HEALTHY: _Level = (fabric.HealthState.HEALTHY, 1.0)
 
 def _worse(a: _Level, b: _Level) -> bool:
     """a is strictly worse than b: a worse state, or the same state at lower capacity."""
-    if a[0].severity != b[0].severity:
-        return a[0].severity > b[0].severity
+    if a[0] is not b[0]:
+        return fabric.severity(a[0]) > fabric.severity(b[0])
     return a[1] < b[1]
 
 
 def _worst(a: _Level, b: _Level) -> _Level:
-    state = a[0] if a[0].severity >= b[0].severity else b[0]
+    state = a[0] if fabric.severity(a[0]) >= fabric.severity(b[0]) else b[0]
     return (state, min(a[1], b[1]))
 
 

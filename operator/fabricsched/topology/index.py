@@ -87,6 +87,8 @@ class FabricIndex:
         self._conflicted: set[fabric.DomainKey] = set()
         self._node_health: dict[ids.NodeName, dict[int | None, health.ElementHealth]] = {}
         self._domain_health: dict[fabric.DomainKey, dict[int | None, health.ElementHealth]] = {}
+        self._applied: dict[health.ElementId, health.ElementHealth] = {}
+        """Every record ``set_health`` holds now, by element (what ``apply_health`` diffs against)."""
         # Snapshot cache.
         self._hosts: dict[ids.NodeName, fabric.Host] = {}
         self._domains: dict[fabric.DomainKey, fabric.Domain] = {}
@@ -94,6 +96,8 @@ class FabricIndex:
         self._dirty_hosts: set[ids.NodeName] = set()
         self._dirty_domains: set[fabric.DomainKey] = set()
         self._snapshot: BuildResult | None = None
+        self._structure_id: object = object()
+        """Renewed when hosts or domains change (not health): ``fabric.Fabric.structure_id``."""
 
     # -- node membership ------------------------------------------------------------------
 
@@ -133,6 +137,7 @@ class FabricIndex:
         return self._entries.keys()
 
     def _link(self, name: ids.NodeName, entry: _Entry) -> None:
+        self._structure_id = object()
         self._dirty_hosts.add(name)
         if entry.path is None:
             return
@@ -146,6 +151,7 @@ class FabricIndex:
                 self._recheck(t, domain)
 
     def _unlink(self, name: ids.NodeName, entry: _Entry) -> None:
+        self._structure_id = object()
         self._dirty_hosts.add(name)
         if entry.path is None:
             return
@@ -181,8 +187,23 @@ class FabricIndex:
 
     # -- health ---------------------------------------------------------------------------
 
+    def apply_health(self, effective: Mapping[health.ElementId, health.ElementHealth]) -> bool:
+        """Make the index carry exactly ``effective`` (a tracker's view: every element not in it
+        is healthy); True when some element changed, so the next snapshot is a new fabric."""
+        changed = False
+        for element in effective.keys() | self._applied.keys():
+            record = effective.get(element)
+            if self._applied.get(element) != record:
+                self.set_health(element, record)
+                changed = True
+        return changed
+
     def set_health(self, element: health.ElementId, record: health.ElementHealth | None) -> None:
         """The effective health of one element (None = healthy); unknown domains are kept for later."""
+        if record is None:
+            self._applied.pop(element, None)
+        else:
+            self._applied[element] = record
         if element.kind == "node":
             table = self._node_health.setdefault(ids.NodeName(element.name), {})
             self._put(table, element.rail, record)
@@ -237,6 +258,7 @@ class FabricIndex:
             domains=dict(self._domains),
             gpu_bandwidth_gbps=self.spec.gpu_bandwidth_gbps,
             rails=self.spec.rails,
+            structure_id=self._structure_id,
         )
         self._snapshot = BuildResult(built, self.conflicts())
         return self._snapshot
@@ -245,6 +267,8 @@ class FabricIndex:
         excluded: set[ids.NodeName] = set()
         for tier, domain in self._conflicted:
             excluded.update(self._members[tier].get(domain, ()))
+        if excluded != self._excluded:
+            self._structure_id = object()
         for name in excluded ^ self._excluded:
             self._dirty_hosts.add(name)
             entry = self._entries.get(name)

@@ -83,7 +83,7 @@ def build_status(
 ) -> api.FabricTopologyStatus:
     """Everything in ``status``: totals, one row per domain, unhealthy elements, conflicts, conditions.
 
-    ``extra_conflicts`` carries the multipleTopologies conflicts from ``Membership``/``assign_nodes``;
+    ``extra_conflicts`` carries the multipleTopologies conflicts the operator's membership finds;
     ``previous_conditions`` keeps ``lastTransitionTime`` of conditions whose status did not change.
     """
     fab = result.fabric

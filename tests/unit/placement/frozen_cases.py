@@ -26,7 +26,7 @@ from typing import Any
 from placement_builders import FabricBuilder
 
 from fabricsched import ids
-from fabricsched.placement import capacity, placing, request
+from fabricsched.placement import capacity, placing, request, snapshot
 from fabricsched.topology import fabric
 
 FIXTURE = Path(__file__).with_name("frozen_plans.json")
@@ -158,8 +158,11 @@ def decisions() -> Generator[Decision, request.Plan | request.NoFit, None]:
                 running.append((result.ranks, gang.gpus_per_pod))
 
 
-def run(d: Decision) -> request.Plan | request.NoFit:
-    return placing.place(d.fab, d.free, d.gang, d.traffic, d.options, d.candidates)
+def run(d: Decision, snapshots: snapshot.Cache | None = None) -> request.Plan | request.NoFit:
+    """The engine's answer; with ``snapshots`` on the snapshot the cache keeps for ``d.fab`` (what
+    earlier decisions on it left carries over), else on a fresh snapshot."""
+    snap = snapshots.of(d.fab) if snapshots is not None else snapshot.build(d.fab)
+    return placing.place(snap, d.free, d.gang, d.traffic, d.options, d.candidates)
 
 
 def encode(result: request.Plan | request.NoFit) -> dict[str, Any]:

@@ -14,7 +14,7 @@ import pytest
 from placement_builders import FabricBuilder
 
 from fabricsched import ids
-from fabricsched.placement import capacity
+from fabricsched.placement import capacity, patience
 from fabricsched.topology import fabric
 
 L1 = (0, ids.DomainName("l1"))
@@ -130,4 +130,4 @@ def test_health_blind_capacity_ignores_degradation_but_not_down() -> None:
 def test_floor_slowdown_ignores_health(pods: int, expected: float) -> None:
     fab = (FabricBuilder().spine("s1").leaf("l1").leaf("l2").spine("s2").leaf("l3").leaf("l4")
            .degrade("leaf", "l1", 0.1).degrade_host("l2-h0", 0.1).build())
-    assert capacity.floor_slowdown(fab, pods, 8) == pytest.approx(expected)
+    assert patience.floor_slowdown(fab, pods, 8) == pytest.approx(expected)

@@ -14,7 +14,7 @@ from typing import Any
 import frozen_cases
 import pytest
 
-from fabricsched.placement import request
+from fabricsched.placement import request, snapshot
 from fabricsched.topology import fabric
 
 
@@ -26,6 +26,7 @@ def frozen() -> dict[str, dict[str, Any]]:
 
 def _mismatches(frozen: dict[str, dict[str, Any]], cold: bool) -> tuple[int, list[str]]:
     steps = frozen_cases.decisions()
+    snapshots = snapshot.Cache()  # warm: one snapshot per fabric object, kept across decisions
     seen, wrong = 0, []
     try:
         decision = next(steps)
@@ -38,7 +39,7 @@ def _mismatches(frozen: dict[str, dict[str, Any]], cold: bool) -> tuple[int, lis
                     frozen_cases.Decision(decision.label, copy, dict(decision.free), decision.gang,
                                           decision.traffic, decision.options, decision.candidates))
             else:
-                answer = frozen_cases.run(decision)
+                answer = frozen_cases.run(decision, snapshots)
             seen += 1
             got = frozen_cases.encode(answer)
             if got != frozen.get(decision.label):

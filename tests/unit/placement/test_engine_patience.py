@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from placement_builders import FabricBuilder, all_free, gang
 
 from fabricsched import ids
-from fabricsched.placement import capacity, patience, placing, request
+from fabricsched.placement import capacity, patience, placing, request, snapshot
 from fabricsched.topology import fabric
 
 WAIT = request.LocalityWait(timeout_s=3600, tolerance=0.05)
@@ -126,7 +126,7 @@ def test_with_the_engine_a_split_gang_on_busy_uplinks_is_held(two_spines: fabric
     # there: rho = (6400 + 4267) / 6400 = 1.67 against a floor of 1 (one whole leaf).
     traffic = capacity.Traffic({L1: 6400.0, (0, ids.DomainName("l2")): 6400.0})
     g = gang(4)
-    result = placing.place(two_spines, busy_leaves(two_spines), g, traffic)
+    result = placing.place(snapshot.build(two_spines), busy_leaves(two_spines), g, traffic)
     assert isinstance(result, request.Plan)
     assert result.comm_slowdown == pytest.approx((6400 + 2 * 3200 * 2 / 3) / 6400)
     floors = patience.Floors()
@@ -140,7 +140,7 @@ def test_a_gang_whose_only_plan_crosses_a_lasting_degradation_starts_at_the_time
     # long as the link stays degraded; the floor (healthy fabric) is 1.0.
     fab = FabricBuilder(tiers=[("leaf", 2.0)]).leaf("l1", hosts=2).degrade_host("l1-h1").build()
     g = gang(2)
-    result = placing.place(fab, all_free(fab), g)
+    result = placing.place(snapshot.build(fab), all_free(fab), g)
     assert isinstance(result, request.Plan) and result.comm_slowdown == 2.0
     floors = patience.Floors()
     assert isinstance(patience.hold_for(floors, fab, g, result, 3599.0, WAIT), patience.Wait)
@@ -150,7 +150,7 @@ def test_a_gang_whose_only_plan_crosses_a_lasting_degradation_starts_at_the_time
 def test_floors_are_the_engine_plan_alone_in_the_empty_healthy_fabric(two_spines: fabric.Fabric) -> None:
     floors = patience.Floors()
     for pods in (1, 4, 8, 12, 16):
-        assert floors.slowdown(two_spines, pods, 8) == capacity.floor_slowdown(two_spines, pods, 8)
+        assert floors.slowdown(two_spines, pods, 8) == patience.floor_slowdown(two_spines, pods, 8)
     assert floors.slowdown(two_spines, 8, 8) == pytest.approx(8 / 7)
     assert floors.slowdown(two_spines, 40, 8) == math.inf
 
@@ -159,13 +159,13 @@ def test_floors_are_computed_once_per_structure_whatever_the_health(
     two_spines: fabric.Fabric, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     calls: list[tuple[int, int]] = []
-    real = capacity.floor_slowdown
+    real = patience.floor_slowdown
 
     def counting(fab: fabric.Fabric, pods: int, gpus_per_pod: int) -> float:
         calls.append((pods, gpus_per_pod))
         return real(fab, pods, gpus_per_pod)
 
-    monkeypatch.setattr(capacity, "floor_slowdown", counting)
+    monkeypatch.setattr(patience, "floor_slowdown", counting)
     degraded = (FabricBuilder().spine("s1").leaf("l1").leaf("l2").spine("s2").leaf("l3").leaf("l4")
                 .degrade("leaf", "l1", 0.25).degrade_host("l2-h0").build())
     floors = patience.Floors()

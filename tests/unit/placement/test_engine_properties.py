@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from placement_builders import FabricBuilder, gang, per_host
 
 from fabricsched import ids
-from fabricsched.placement import capacity, placing, request
+from fabricsched.placement import capacity, patience, placing, request, snapshot
 from fabricsched.topology import fabric
 
 HEALTHS = st.sampled_from(["healthy", "healthy", "healthy", "degraded", "down"])
@@ -104,7 +104,7 @@ SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[Heal
 def test_plans_are_sound(case: tuple[fabric.Fabric, dict[ids.NodeName, int], request.GangRequest]) -> None:
     fab, free, gang_ = case
     for options in (request.PlacementOptions(), request.PlacementOptions(health_aware=False)):
-        result = placing.place(fab, free, gang_, options=options)
+        result = placing.place(snapshot.build(fab), free, gang_, options=options)
         if isinstance(result, request.NoFit):
             continue
         assert len(result.ranks) == gang_.pods, "every pod placed exactly once"
@@ -114,7 +114,8 @@ def test_plans_are_sound(case: tuple[fabric.Fabric, dict[ids.NodeName, int], req
         assert result.comm_slowdown == capacity.comm_slowdown(fab, result.ranks, gang_.gpus_per_pod)
         assert result.degraded_path == capacity.on_degraded_path(fab, result.ranks)
         reordered = dict(reversed(list(free.items())))
-        assert placing.place(fab, reordered, gang_, options=options) == result, "same input, same plan"
+        again = placing.place(snapshot.build(fab), reordered, gang_, options=options)
+        assert again == result, "same input, same plan"
 
 
 @SETTINGS
@@ -123,7 +124,7 @@ def test_ranks_follow_the_fabric(
     case: tuple[fabric.Fabric, dict[ids.NodeName, int], request.GangRequest],
 ) -> None:
     fab, free, gang_ = case
-    result = placing.place(fab, free, gang_)
+    result = placing.place(snapshot.build(fab), free, gang_)
     if isinstance(result, request.Plan):
         for depth in range(-1, len(fab.tiers)):
             keys = [n if depth < 0 else fab.hosts[n].path[depth] for n in result.ranks]
@@ -135,7 +136,7 @@ def test_ranks_follow_the_fabric(
 @given(cases())
 def test_brute_force_agrees(case: tuple[fabric.Fabric, dict[ids.NodeName, int], request.GangRequest]) -> None:
     fab, free, gang_ = case
-    result = placing.place(fab, free, gang_)
+    result = placing.place(snapshot.build(fab), free, gang_)
     possible = [p for p in placements(fab, free, gang_.gpus_per_pod, gang_.pods) if valid(fab, gang_, p)]
     if not possible:
         assert isinstance(result, request.NoFit)
@@ -157,9 +158,9 @@ def test_unresolvable_means_not_even_the_empty_healthy_fabric(
     case: tuple[fabric.Fabric, dict[ids.NodeName, int], request.GangRequest],
 ) -> None:
     fab, free, gang_ = case
-    result = placing.place(fab, free, gang_)
+    result = placing.place(snapshot.build(fab), free, gang_)
     if isinstance(result, request.NoFit) and result.unresolvable:
         empty = {n: h.gpus for n, h in fab.hosts.items()}
-        healthy_fab = capacity.healthy(fab)
+        healthy_fab = patience.healthy(fab)
         assert not any(valid(healthy_fab, gang_, p)
                        for p in placements(healthy_fab, empty, gang_.gpus_per_pod, gang_.pods))

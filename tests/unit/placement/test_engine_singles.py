@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from placement_builders import FabricBuilder, all_free, gang
 
-from fabricsched.placement import placing, request
+from fabricsched.placement import placing, request, snapshot
 
 BLIND = request.PlacementOptions(health_aware=False)
 
@@ -36,12 +36,12 @@ def host_of(result: request.Plan | request.NoFit) -> str:
 )
 def test_single_pod_prefers(builder: FabricBuilder, used: dict[str, int], gpus: int, expected: str) -> None:
     fab = builder.build()
-    assert host_of(placing.place(fab, all_free(fab, used), gang(1, gpus))) == expected
+    assert host_of(placing.place(snapshot.build(fab), all_free(fab, used), gang(1, gpus))) == expected
 
 
 def test_single_pod_reason_says_why_a_degraded_host() -> None:
     fab = FabricBuilder().spine("s1").leaf("l1").degrade_host("l1-h2").build()
-    plan = placing.place(fab, all_free(fab), gang(1))
+    plan = placing.place(snapshot.build(fab), all_free(fab), gang(1))
     assert isinstance(plan, request.Plan)
     assert plan.reasons == (
         "single pod on host l1-h2: its fabric link is degraded, and a single pod does not use it",)
@@ -50,9 +50,9 @@ def test_single_pod_reason_says_why_a_degraded_host() -> None:
 def test_health_blind_single_pod_ignores_degraded_and_avoids_down() -> None:
     fab = (FabricBuilder().spine("s1").leaf("l1", hosts=2).leaf("l2", hosts=2)
            .degrade_host("l2-h0").down_host("l1-h0").build())
-    assert host_of(placing.place(fab, all_free(fab), gang(1), options=BLIND)) == "l1-h1"
+    assert host_of(placing.place(snapshot.build(fab), all_free(fab), gang(1), options=BLIND)) == "l1-h1"
     only_down = {"l1-h1": 8, "l2-h0": 8, "l2-h1": 8}
-    result = placing.place(fab, all_free(fab, only_down), gang(1), options=BLIND)
+    result = placing.place(snapshot.build(fab), all_free(fab, only_down), gang(1), options=BLIND)
     assert isinstance(result, request.NoFit) and not result.unresolvable
 
 
@@ -65,9 +65,9 @@ def test_health_blind_single_pod_ignores_degraded_and_avoids_down() -> None:
 )
 def test_gang_on_one_host_is_best_fit(used: dict[str, int], expected: str) -> None:
     fab = FabricBuilder().spine("s1").leaf("l1").leaf("l2").build()
-    assert host_of(placing.place(fab, all_free(fab, used), gang(3, gpus=2))) == expected
+    assert host_of(placing.place(snapshot.build(fab), all_free(fab, used), gang(3, gpus=2))) == expected
 
 
 def test_gang_on_one_host_may_use_a_degraded_host_and_prefers_it_on_ties() -> None:
     fab = FabricBuilder().spine("s1").leaf("l1").leaf("l2").degrade_host("l2-h2").build()
-    assert host_of(placing.place(fab, all_free(fab), gang(2, gpus=4))) == "l2-h2"
+    assert host_of(placing.place(snapshot.build(fab), all_free(fab), gang(2, gpus=4))) == "l2-h2"

@@ -5,7 +5,7 @@ import pytest
 import builders
 from fabricsched import ids
 from fabricsched.api import topology as api
-from fabricsched.topology import building, fabric, health, nodes
+from fabricsched.topology import building, fabric, gpus, health, nodes
 
 AWS_TIERS = [("layer3", builders.AWS.format(3)), ("layer2", builders.AWS.format(2)),
              ("layer1", builders.AWS.format(1))]
@@ -29,8 +29,8 @@ def test_two_tier_topograph_fabric(two_tier: api.FabricTopologySpec) -> None:
     assert (spine.children, spine.gpus) == (("l0", "l1"), 32)
     assert spine.hosts == ("gpu-0", "gpu-1", "gpu-2", "gpu-3")
     assert fab.uplink_capacity_gbps((0, ids.DomainName("l0"))) == 16 * 400 / 2.0
-    assert fab.graph.has_edge(("domain", 1, "s1"), ("domain", 0, "l1"))
-    assert fab.graph.has_edge(("domain", 0, "l1"), ("host", "gpu-3"))
+    assert fab.domains[(0, ids.DomainName("l1"))].parent == "s1"
+    assert "gpu-3" in fab.domains[(0, ids.DomainName("l1"))].hosts
 
 
 def test_three_tier_aws_fabric_uses_layer_three_as_the_lowest_tier() -> None:
@@ -114,21 +114,6 @@ def test_gpu_less_nodes_are_ignored_not_reported(two_tier: api.FabricTopologySpe
     assert result.conflicts == ()
 
 
-def test_node_selected_by_two_topologies_belongs_to_none() -> None:
-    east = builders.make_topology(builders.topograph_tiers(2),
-                                  nodeSelector={"matchLabels": {"zone": "east"}})
-    everything = builders.make_topology(builders.topograph_tiers(2))
-    shared = builders.make_node("shared").label("zone", "east").gpus(8).info()
-    west = builders.make_node("west").label("zone", "west").gpus(8).info()
-    assignment = building.assign_nodes({ids.TopologyName("east"): east, ids.TopologyName("all"): everything},
-                                       [shared, west, builders.make_node("cpu").label("zone", "east").info()])
-    assert assignment.members == {"east": (), "all": ("west",)}
-    for name in ("east", "all"):
-        [conflict] = assignment.conflicts[ids.TopologyName(name)]
-        assert (conflict.kind, conflict.node) == ("multipleTopologies", "shared")
-    assert assignment.topology_of(ids.NodeName("shared")) is None
-
-
 @pytest.mark.parametrize(("selector", "selected"), [
     ({}, {"a", "b", "c"}),
     ({"matchLabels": {"pool": "h100"}}, {"a", "b"}),
@@ -156,7 +141,8 @@ def test_free_gpus_subtract_active_bound_pods_with_a_floor_of_zero(two_tier: api
             builders.make_pod("p3").gpus(8).on("b").phase("Succeeded"), builders.make_pod("p4").gpus(8),
             builders.make_pod("p5").gpus(8).on("c"), builders.make_pod("p6").gpus(8).on("c"),
             builders.make_pod("p7").gpus(8).on("elsewhere")]
-    free = building.free_gpus(fab, [p.usage() for p in pods], "nvidia.com/gpu")
+    active = [u for u in (p.usage() for p in pods) if u.active]
+    free = gpus.free_of(fab, lambda node: sum(u.gpus("nvidia.com/gpu") for u in active if u.node == node))
     assert free == {"a": 2, "b": 8, "c": 0}
 
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import builders
 from fabricsched.api import topology as api
-from fabricsched.topology import building, conflicts, fabric, health, status, usage
+from fabricsched.topology import building, conflicts, fabric, gpus, health, status
 
 
 def test_status_rows_totals_records_and_conditions(two_tier: api.FabricTopologySpec) -> None:
@@ -17,12 +17,9 @@ def test_status_rows_totals_records_and_conditions(two_tier: api.FabricTopologyS
                  builders.make_node("c").leaf("l2").spine("s1").gpus(8),
                  builders.make_node("d").leaf("l2").gpus(8)]
     result = building.build_fabric(two_tier, [n.info() for n in node_list], t.effective())
-    tally = usage.GpuUsage("nvidia.com/gpu")
-    pods = [builders.make_pod("p1").gpus(8).on("a").usage(), builders.make_pod("p2").gpus(2).on("c").usage()]
-    for pod in pods:
-        tally.set_pod(pod)
-    free = tally.free(result.fabric)
-    assert free == building.free_gpus(result.fabric, pods, "nvidia.com/gpu")
+    used = {"a": 8, "c": 2}
+    free = gpus.free_of(result.fabric, lambda node: used.get(node, 0))
+    assert free == {"a": 0, "b": 8, "c": 6}
     extra = [conflicts.multiple_topologies("z", ["ib-east", "ib-west"])]
     out = status.build_status(result, t.effective(), free, 86400.0, extra_conflicts=extra, generation=3)
     assert (out.nodes, out.gpus.total, out.gpus.free, out.observed_generation) == (3, 24, 14, 3)

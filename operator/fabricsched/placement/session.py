@@ -1,0 +1,106 @@
+"""One placement session: what a caller of the engine keeps from one decision to the next.
+
+The extender, the simulator and the benchmarks each hold one ``Session`` and ask it, not the
+engine's modules, for every decision, so all three run the same code with the same state:
+
+* the snapshot of each fabric they decide on (``snapshot.Cache``: rebuilt when the fabric
+  object changes, its tree kept across health changes);
+* the running traffic: the off-domain demand of every gang placed, by gang key; a gang is
+  added when it starts (or is reserved) and removed when it ends;
+* the locality floors (``patience.Floors``), the gangs' wait clocks (``patience.Clocks``),
+  and the decision to hold a gang for locality.
+
+Pure: no clock (waits are passed in), no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+
+from fabricsched import ids
+from fabricsched.placement import capacity, patience, placing, request, snapshot
+from fabricsched.topology import fabric
+
+DomainKey = fabric.DomainKey
+
+_DEFAULT_OPTIONS = request.PlacementOptions()
+
+
+class Running:
+    """The traffic of the gangs running now, kept by gang key.
+
+    ``start`` and ``end`` update ``traffic`` in place, in the order they come (the simulator's
+    incremental model); ``demand_of`` keeps each gang's demand so a caller that rebuilds the
+    traffic from a list of gangs (the extender, from its book) does not recount their pods.
+    """
+
+    def __init__(self) -> None:
+        self.traffic = capacity.Traffic()
+        self._gangs: dict[ids.GangKey, tuple[fabric.Fabric, Sequence[ids.NodeName], int]] = {}
+        self._demands: dict[ids.GangKey, tuple[object, fabric.Fabric, dict[DomainKey, float]]] = {}
+
+    def start(self, key: ids.GangKey, fab: fabric.Fabric, ranks: Sequence[ids.NodeName],
+              gpus_per_pod: int) -> None:
+        self._gangs[key] = (fab, ranks, gpus_per_pod)
+        self.traffic.add(fab, ranks, gpus_per_pod)
+
+    def end(self, key: ids.GangKey, fab: fabric.Fabric) -> None:
+        """Remove gang ``key``'s demand, priced on ``fab`` (the fabric of now)."""
+        _, ranks, gpus_per_pod = self._gangs.pop(key)
+        self.traffic.remove(fab, ranks, gpus_per_pod)
+
+    def demand_of(self, key: ids.GangKey, version: object, fab: fabric.Fabric,
+                  nodes: Sequence[ids.NodeName], gpus_per_pod: int) -> dict[DomainKey, float]:
+        """``capacity.gang_demand`` of a placed gang, kept while ``version`` (an immutable record
+        of its placement) and ``fab`` are the same objects."""
+        kept = self._demands.get(key)
+        if kept is not None and kept[0] is version and kept[1] is fab:
+            return kept[2]
+        demand = capacity.gang_demand(fab, nodes, gpus_per_pod) if len(nodes) > 1 else {}
+        self._demands[key] = (version, fab, demand)
+        return demand
+
+    def prune_demands(self, live: Collection[ids.GangKey]) -> None:
+        """Forget the kept demands of gangs not in ``live`` (released gangs)."""
+        if len(self._demands) > 2 * len(live) + 16:
+            self._demands = {k: v for k, v in self._demands.items() if k in live}
+
+
+class Session:
+    """Snapshots, running traffic and locality floors of one caller of the engine."""
+
+    def __init__(self) -> None:
+        self.snapshots = snapshot.Cache()
+        self.running = Running()
+        self.floors = patience.Floors()
+        self.clocks = patience.Clocks()
+        """How long each gang not yet started has waited (for the locality wait)."""
+
+    def snapshot(self, fab: fabric.Fabric, owner: object = None) -> snapshot.Snapshot:
+        return self.snapshots.of(fab, owner)
+
+    def place(
+        self,
+        fab: fabric.Fabric,
+        free: Mapping[ids.NodeName, int],
+        gang: request.GangRequest,
+        traffic: capacity.Traffic | None = None,
+        options: request.PlacementOptions = _DEFAULT_OPTIONS,
+        candidates: Collection[ids.NodeName] | None = None,
+        owner: object = None,
+    ) -> request.Plan | request.NoFit:
+        """``placing.place`` on this session's snapshot of ``fab``; ``traffic`` defaults to the
+        session's running traffic."""
+        running = self.running.traffic if traffic is None else traffic
+        return placing.place(self.snapshot(fab, owner), free, gang, running, options, candidates)
+
+    def hold_for(
+        self, fab: fabric.Fabric, gang: request.GangRequest, plan: request.Plan, waited_s: float,
+        wait: request.LocalityWait,
+    ) -> patience.Decision:
+        """Start ``plan`` now or hold the gang for locality (``patience.hold_for``)."""
+        return patience.hold_for(self.floors, fab, gang, plan, waited_s, wait)
+
+    def floor(self, fab: fabric.Fabric, pods: int, gpus_per_pod: int) -> float:
+        """The gang's slowdown alone in the empty healthy ``fab``."""
+        return self.floors.slowdown(fab, pods, gpus_per_pod)
