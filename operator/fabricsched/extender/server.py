@@ -27,8 +27,9 @@ import pydantic
 import pydantic_core
 from aiohttp import web
 
+from fabricsched import parsing
 from fabricsched.api import extender as wire
-from fabricsched.extender import coordinator, openapi
+from fabricsched.extender import coordinator, openapi, verdicts
 
 logger = logging.getLogger(__name__)
 
@@ -116,9 +117,11 @@ class _Handlers:
     async def _filter(self, args: wire.ExtenderArgs) -> Answer:
         try:
             answer = await self._decider.filter(args.pod, args.candidate_names())
+        except parsing.Invalid as e:  # a field of the wrong type: no scheduler sent this pod
+            return _error(400, f"invalid pod: {e}"), "bad-request"
         except Exception as e:
             logger.exception("filter failed for pod %s", _pod_name(args.pod))
-            failure = wire.ExtenderFilterResult.failure(f"fabricsched filter failed: {e}")
+            failure = wire.ExtenderFilterResult.failure(verdicts.bounded(f"fabricsched filter failed: {e}"))
             return _json(failure.to_wire()), "error"
         if answer.error:
             body = _dumps(wire.ExtenderFilterResult.failure(answer.error).to_wire())
@@ -134,6 +137,8 @@ class _Handlers:
     async def _prioritize(self, args: wire.ExtenderArgs) -> Answer:
         try:
             scores = self._decider.prioritize(args.pod, args.candidate_names())
+        except parsing.Invalid as e:
+            return _error(400, f"invalid pod: {e}"), "bad-request"
         except Exception:
             # A prioritize failure only loses our preference; the filter already steered.
             logger.exception("prioritize failed for pod %s", _pod_name(args.pod))
