@@ -32,18 +32,19 @@ class Invalid(ValueError):
 
 
 def excerpt(value: object, limit: int = EXCERPT_CHARS) -> str:
-    """A short, printable-ASCII rendering of ``value`` for messages, in double quotes.
+    """A short, printable-ASCII rendering of ``value`` for messages, quoted as ``repr`` quotes.
 
-    Anything outside printable ASCII becomes ``?``; longer text is cut with an ellipsis.
-    Only the first ``limit + 1`` characters are looked at, so a 256 KB annotation costs no
-    more than a short one. A value that is not a string is named by its type.
+    Anything outside printable ASCII becomes ``?``; longer text is cut with an ellipsis, so a
+    short printable value reads exactly as its ``repr``. Only the first ``limit + 1``
+    characters are looked at, so a 256 KB annotation costs no more than a short one. A value
+    that is not a string is named by its JSON type.
     """
     if not isinstance(value, str):
         return _json_type(value)
-    clean = _UNPRINTABLE.sub("?", value[: limit + 1].replace('"', "'"))
+    clean = _UNPRINTABLE.sub("?", value[: limit + 1])
     if len(value) > limit:
         clean = clean[: max(0, limit - len(ELLIPSIS))] + ELLIPSIS
-    return f'"{clean}"'
+    return repr(clean)
 
 
 def truncate(text: str, max_bytes: int) -> str:
@@ -118,6 +119,8 @@ def string_map(value: object, what: str) -> dict[str, str]:
 
 
 def _json_type(value: object) -> str:
+    if value is None:
+        return "null"
     if isinstance(value, bool):
         return "a boolean"
     if isinstance(value, int | float):
