@@ -34,7 +34,7 @@ class Invalid(ValueError):
 def excerpt(value: object, limit: int = EXCERPT_CHARS) -> str:
     """A short, printable-ASCII rendering of ``value`` for messages, quoted as ``repr`` quotes.
 
-    Anything outside printable ASCII becomes ``?``; longer text is cut with an ellipsis, so a
+    A run of characters outside printable ASCII becomes one ``?``; longer text is cut with an ellipsis, so a
     short printable value reads exactly as its ``repr``. Only the first ``limit + 1``
     characters are looked at, so a 256 KB annotation costs no more than a short one. A value
     that is not a string is named by its JSON type.
