@@ -17,7 +17,7 @@ def test_ascii_whole_numbers_are_read(text: str, expected: int) -> None:
 
 
 @pytest.mark.parametrize("text", [
-    "²", "٣", "１", "¹²", "3\u200b", "-1", "+1", "1.0", "1e3", "1_0", "0x1", "", " ", "one", "1 2",
+    "²", "٣", "\uff11", "¹²", "3\u200b", "-1", "+1", "1.0", "1e3", "1_0", "0x1", "", " ", "one", "1 2",
 ], ids=["superscript two", "arabic-indic three", "fullwidth one", "superscripts", "zero-width space",
         "negative", "a plus sign", "a fraction", "an exponent", "an underscore", "hex", "empty", "blank",
         "a word", "two numbers"])
@@ -60,7 +60,8 @@ def test_a_value_of_another_type_is_invalid() -> None:
     ("x" * 40, "'" + "x" * 29 + "...'"),
     (None, "null"),
     (["a"], "an array"),
-], ids=["short text reads as its repr", "a run of unprintable characters becomes one ?", "long text is cut", "null", "an array"])
+], ids=["short text reads as its repr", "a run of unprintable characters becomes one ?", "long text is cut",
+        "null", "an array"])
 def test_excerpts_are_short_printable_ascii(value: object, expected: str) -> None:
     assert parsing.excerpt(value) == expected
 

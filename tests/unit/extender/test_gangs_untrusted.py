@@ -9,7 +9,7 @@ import pytest
 from builders import make_pod
 from fabricsched.extender import gangs
 
-BAD_NUMBERS = ["²", "٣", "１", "-1", "+1", "1e3", "1_0", "0x1", "1.0", "", "9" * 256 * 1024]
+BAD_NUMBERS = ["²", "٣", "\uff11", "-1", "+1", "1e3", "1_0", "0x1", "1.0", "", "9" * 256 * 1024]
 BAD_IDS = ["superscript two", "arabic-indic three", "fullwidth one", "negative", "plus sign", "exponent",
            "underscore", "hex", "fraction", "empty", "256 KB of nines"]
 
@@ -23,15 +23,15 @@ def test_a_bad_rank_annotation_is_that_pods_short_reason(rank: str) -> None:
     assert len(found.reason) < 120 and found.reason.isascii()
 
 
-@pytest.mark.parametrize("index", ["²", "٣", "-1", "9" * 1000], ids=["superscript", "arabic-indic", "negative",
-                                                                      "a thousand nines"])
+@pytest.mark.parametrize("index", ["²", "٣", "-1", "9" * 1000],
+                         ids=["superscript", "arabic-indic", "negative", "a thousand nines"])
 def test_a_bad_completion_index_label_is_that_pods_reason(index: str) -> None:
     pod = make_pod("b-0", "train").job("b", "uid-b").label(gangs.COMPLETION_INDEX, index).gpus(8).usage()
     found = gangs.identify(pod, gangs.JobFacts("b", "uid-b", 4, 4))
     assert isinstance(found, gangs.Unresolved) and gangs.COMPLETION_INDEX in found.reason
 
 
-@pytest.mark.parametrize("size", BAD_NUMBERS + ["0", str(gangs.MAX_GANG_SIZE + 1)],
+@pytest.mark.parametrize("size", [*BAD_NUMBERS, "0", str(gangs.MAX_GANG_SIZE + 1)],
                          ids=[*BAD_IDS, "zero", "above the limit"])
 def test_a_bad_gang_size_is_that_pods_short_reason(size: str) -> None:
     pod = make_pod("g-0", "train").label(gangs.GANG_LABEL, "g").annotate(gangs.GANG_SIZE_ANNOTATION, size)
@@ -43,7 +43,8 @@ def test_a_bad_gang_size_is_that_pods_short_reason(size: str) -> None:
 def test_the_largest_gang_size_and_rank_are_accepted() -> None:
     size = str(gangs.MAX_GANG_SIZE)
     pod = make_pod("g-0", "train").gang("g").annotate(gangs.GANG_SIZE_ANNOTATION, size)
-    found = gangs.identify(pod.annotate(gangs.RANK_ANNOTATION, str(gangs.MAX_GANG_SIZE - 1)).gpus(8).usage(), None)
+    pod = pod.annotate(gangs.RANK_ANNOTATION, str(gangs.MAX_GANG_SIZE - 1)).gpus(8)
+    found = gangs.identify(pod.usage(), None)
     assert isinstance(found, gangs.GangIdentity)
     assert (found.size, found.rank) == (gangs.MAX_GANG_SIZE, gangs.MAX_GANG_SIZE - 1)
 

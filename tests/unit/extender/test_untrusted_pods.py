@@ -25,7 +25,9 @@ def poison(rank: str, name: str = "poison") -> Any:
 
 
 @pytest.mark.parametrize("rank", POISON_RANKS, ids=["superscript two", "arabic-indic three", "4000 nines"])
-def test_a_poison_rank_on_a_bound_pod_stops_neither_restore_nor_housekeeping_nor_other_gangs(rank: str) -> None:
+def test_a_poison_rank_on_a_bound_pod_stops_neither_restore_nor_housekeeping_nor_other_gangs(
+    rank: str,
+) -> None:
     h = Harness(fabric_nodes())
     h.state.apply_pod(poison(rank).on("l4-h3").build())
     h.restore()  # loops over every stored pod
@@ -53,7 +55,8 @@ def test_the_poison_pod_itself_fails_every_node_with_a_short_reason(harness: Har
                                  gangs.PREFERRED_TIER_ANNOTATION, "fabricsched.io/locality-wait"])
 def test_a_100_kb_annotation_on_500_nodes_keeps_the_answer_under_200_bytes_per_node(key: str) -> None:
     names = [f"gpu-{i:03d}" for i in range(500)]
-    nodes = [make_node(n).leaf(f"l{i // 20}").spine(f"s{i // 100}").gpus(8).build() for i, n in enumerate(names)]
+    nodes = [make_node(n).leaf(f"l{i // 20}").spine(f"s{i // 100}").gpus(8).build()
+             for i, n in enumerate(names)]
     h = Harness(nodes)
     h.restore()
     uid = h.job("big", 2)
@@ -68,9 +71,12 @@ def test_a_100_kb_annotation_on_500_nodes_keeps_the_answer_under_200_bytes_per_n
 
 
 def test_a_duplicated_rank_names_the_rank_and_where_it_is_bound(harness: Harness) -> None:
-    first = make_pod("d-0", "train").gang("d", 2).annotate(gangs.RANK_ANNOTATION, "0").gpus(8).scheduler("fabricsched")
-    node = harness.place(first)
-    twin = make_pod("d-0b", "train").gang("d", 2).annotate(gangs.RANK_ANNOTATION, "0").gpus(8).scheduler("fabricsched")
+    def ranked(name: str) -> Any:
+        pod = make_pod(name, "train").gang("d", 2).annotate(gangs.RANK_ANNOTATION, "0")
+        return pod.gpus(8).scheduler("fabricsched")
+
+    node = harness.place(ranked("d-0"))
+    twin = ranked("d-0b")
     answer = harness.filter(twin)
     assert answer.passed == []
     (reason,) = set(answer.failed.values())
@@ -101,7 +107,8 @@ WRONG_TYPES = {
     "owner references are an object": {"metadata": {"name": "p", "ownerReferences": {"kind": "Job"}}},
     "containers are an object": {"metadata": {"name": "p"}, "spec": {"containers": {"a": 1}}},
     "resources are a list": {"metadata": {"name": "p"}, "spec": {"containers": [{"resources": []}]}},
-    "requests are a string": {"metadata": {"name": "p"}, "spec": {"containers": [{"resources": {"requests": "8"}}]}},
+    "requests are a string": {"metadata": {"name": "p"},
+                              "spec": {"containers": [{"resources": {"requests": "8"}}]}},
     "node name is a number": {"metadata": {"name": "p"}, "spec": {"nodeName": 5}},
     "status is a list": {"metadata": {"name": "p"}, "status": []},
 }
