@@ -40,8 +40,9 @@ class Cluster:
             annotations: dict[str, str] | None = None, gpus: int = 8,
             extra: dict[str, str] | None = None, node: str | None = None) -> dict[str, Any]:
         spec = trainer_spec(gpus)
-        if extra:
+        if extra:  # extended resources cannot be overcommitted: the limit equals the request
             spec["containers"][0]["resources"]["requests"].update(extra)
+            spec["containers"][0]["resources"]["limits"].update(extra)
         if node:
             spec["nodeName"] = node  # bound at creation, as a user may do without any scheduler
         body = {"apiVersion": "v1", "kind": "Pod",
@@ -68,7 +69,7 @@ class Cluster:
         def bound() -> list[str] | None:
             found = [p for p in self.pods(namespace)
                      if (names is not None and p["metadata"]["name"] in names)
-                     or (job is not None and p["metadata"]["labels"].get("job-name") == job)]
+                     or (job is not None and p["metadata"].get("labels", {}).get("job-name") == job)]
             if len(found) < count or not all(p["spec"].get("nodeName") for p in found):
                 return None
             return [p["spec"]["nodeName"] for p in found]
