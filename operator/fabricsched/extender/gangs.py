@@ -15,6 +15,7 @@ from fabricsched.topology import nodes
 GANG_LABEL = "fabricsched.io/gang"
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 LEGACY_JOB_NAME_LABEL = "job-name"
+CONTROLLER_UID_LABEL = "batch.kubernetes.io/controller-uid"
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 GANG_SIZE_ANNOTATION = "fabricsched.io/gang-size"
 RANK_ANNOTATION = "fabricsched.io/rank"
@@ -109,8 +110,8 @@ def identify(
     name, job_name, job_uid = _names(pod)
     if job is not None and (job_name != job.name or (job_uid and job_uid != job.uid)):
         job = None  # facts of another Job (or an older one of the same name): do not mix
-    if not job_uid and job is not None:
-        job_uid = job.uid
+    # The key is the pod's alone (``_names``), never completed from ``job``: ``membership``,
+    # which has no Job to ask, must find the same gang (prioritize, bind tracking, restore).
 
     size: int | None
     size_text = annotations.get(GANG_SIZE_ANNOTATION)
@@ -191,7 +192,8 @@ def _names(pod: nodes.PodUsage) -> tuple[str, str | None, str]:
     labels = pod.labels
     job_name = owner[0] if owner else labels.get(JOB_NAME_LABEL) or labels.get(LEGACY_JOB_NAME_LABEL)
     name = labels.get(GANG_LABEL) or job_name or pod.name
-    job_uid = owner[1] if owner else ""
+    # Without an owner reference, the Job controller's own label still names the Job's UID.
+    job_uid = owner[1] if owner else (labels.get(CONTROLLER_UID_LABEL, "") if job_name else "")
     if job_name is None and GANG_LABEL not in labels:
         job_uid = pod.uid  # a lone pod is its own gang; pods sharing a gang label share one key
     return name, job_name, job_uid

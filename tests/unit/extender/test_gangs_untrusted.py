@@ -81,3 +81,19 @@ def test_a_tier_name_as_long_as_the_crd_allows_is_kept() -> None:
     pod = make_pod("b-0", "train").job("b", "uid-b", 0).annotate(gangs.REQUIRED_TIER_ANNOTATION, tier).gpus(8)
     found = gangs.identify(pod.usage(), gangs.JobFacts("b", "uid-b", 2, 2))
     assert isinstance(found, gangs.GangIdentity) and (found.tier, found.required) == (tier, True)
+
+
+@pytest.mark.parametrize("uid_label", [None, "uid-b"], ids=["no controller-uid label", "with controller-uid"])
+def test_a_job_pod_without_an_owner_reference_gets_one_key_from_identify_and_membership(
+    uid_label: str | None,
+) -> None:
+    """The one key function: identify (with the Job known) and membership (no Job to ask) agree,
+    so prioritize, bind tracking and restore find the gang the filter planned."""
+    pod = make_pod("b-1", "train").label(gangs.JOB_NAME_LABEL, "b").label(gangs.COMPLETION_INDEX, "1")
+    if uid_label is not None:
+        pod.label(gangs.CONTROLLER_UID_LABEL, uid_label)
+    usage = pod.gpus(8).usage()
+    found = gangs.identify(usage, gangs.JobFacts("b", "uid-b", 2, 2))
+    assert isinstance(found, gangs.GangIdentity)
+    assert gangs.membership(usage) == (found.key, 1)
+    assert found.key == ("train/b@uid-b" if uid_label else "train/b")
