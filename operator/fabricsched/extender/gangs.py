@@ -181,6 +181,12 @@ def rank_of(pod: nodes.PodUsage) -> int | None:
     return None
 
 
+def key_parts(pod: nodes.PodUsage) -> tuple[str, str | None, str]:
+    """(gang name, Job name, UID part of the key) of a pod: from the pod alone, so every
+    caller (filter, prioritize, bind tracking, restore) derives the same key."""
+    return _names(pod)
+
+
 def pod_ended(pod: nodes.PodUsage) -> bool:
     """Succeeded, Failed, or being deleted: its rank is free for a replacement."""
     return pod.phase in nodes.FINISHED_PHASES or pod.terminating
