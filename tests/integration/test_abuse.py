@@ -15,6 +15,7 @@ import datetime
 import json
 import subprocess
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from typing import Any
@@ -233,4 +234,55 @@ def test_a_100_kb_annotation_keeps_the_filter_answer_under_200_bytes_per_node(
     assert per_node < REASON_BYTES_PER_NODE, f"{per_node:.0f} bytes per node"
     assert max(len(r.encode()) for r in failed.values()) <= 160
     print(f"{annotation}: {len(body)} bytes for {len(names)} nodes ({per_node:.0f} per node)")
+    cluster.healthz_answers_quickly(probes=2)
+
+
+def test_a_duplicated_rank_names_the_rank_and_the_other_pods_of_the_gang_still_bind(
+    cluster: Cluster, ns: str
+) -> None:
+    gang = {"fabricsched.io/gang": "dup"}
+
+    def ranked(rank: str) -> dict[str, str]:
+        return {"fabricsched.io/gang-size": "2", "fabricsched.io/rank": rank}
+
+    cluster.pod(ns, "dup-0", labels=gang, annotations=ranked("0"))
+    (first,) = cluster.bound_within(ns, {"dup-0"}, None, 1, BIND_BUDGET_S)
+    time.sleep(1.0)  # the bind has reached fabricsched's book
+    twin = cluster.pod(ns, "dup-0-twin", labels=gang, annotations=ranked("0"))
+    cluster.pod(ns, "dup-1", labels=gang, annotations=ranked("1"))
+    cluster.bound_within(ns, {"dup-0", "dup-1"}, None, 2, BIND_BUDGET_S)
+    answer = json.loads(cluster.filter(twin, fabric_nodes(cluster)))
+    reasons = set(answer["FailedNodes"].values()) | set(answer["FailedAndUnresolvableNodes"].values())
+    assert answer["NodeNames"] == [] and len(reasons) == 1, answer
+    (reason,) = reasons
+    assert "rank 0 of gang" in reason and first in reason and "0 pods" not in reason, reason
+    pending = cluster.api.call("GET", f"/api/v1/namespaces/{ns}/pods/dup-0-twin")
+    assert not pending["spec"].get("nodeName")
+
+
+WRONG_TYPED_PODS = {
+    "labels as a list": {"metadata": {"name": "p", "namespace": "x", "labels": ["a"]}},
+    "annotations as a string": {"metadata": {"name": "p", "namespace": "x", "annotations": "a"}},
+    "containers as an object": {"metadata": {"name": "p", "namespace": "x"},
+                                "spec": {"containers": {"a": 1}}},
+    "a quantity as an object": {"metadata": {"name": "p", "namespace": "x"},
+                                "spec": {"containers": [{"resources": {"requests": {GPU: {"a": 1}}}}]}},
+}
+
+
+def test_wrong_typed_pod_fields_get_400_from_both_verbs_and_serving_goes_on(cluster: Cluster) -> None:
+    names = fabric_nodes(cluster)[:3]
+    for what, pod in WRONG_TYPED_PODS.items():
+        for verb in ("/filter", "/prioritize"):
+            request = urllib.request.Request(
+                f"{cluster.operator.extender_url}{verb}",
+                data=json.dumps({"Pod": pod, "NodeNames": names}).encode(),
+                headers={"Content-Type": "application/json"},
+            )
+            try:
+                with urllib.request.urlopen(request, timeout=10) as response:
+                    status = response.status
+            except urllib.error.HTTPError as e:
+                status = e.code
+            assert status == 400, (what, verb, status)
     cluster.healthz_answers_quickly(probes=2)

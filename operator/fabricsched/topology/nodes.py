@@ -167,8 +167,9 @@ def effective_requests(spec: Mapping[str, Any]) -> dict[str, int]:
 
 
 def _container_requests(container: object) -> dict[str, int]:
-    """Extended-resource requests of one container. A quantity that does not parse is
-    skipped (the API server would have refused it); one beyond any node is clamped by
+    """Extended-resource requests of one container. A quantity of the wrong JSON type raises
+    ``parsing.Invalid`` (a forged pod); one that does not parse is skipped (the API server
+    would have refused it); one beyond any node is clamped by
     ``quantities`` (it never fits) and costs no more than a small one."""
     fields = parsing.mapping(container, "container")
     resources = parsing.mapping(fields.get("resources"), "container.resources")
@@ -180,6 +181,8 @@ def _container_requests(container: object) -> dict[str, int]:
     out: dict[str, int] = {}
     for name, raw in merged.items():
         if "/" in str(name):
+            if isinstance(raw, bool) or not isinstance(raw, str | int | float):
+                raise parsing.Invalid(f"resources[{parsing.excerpt(name)}] must be a quantity string")
             try:
                 out[str(name)] = quantities.to_int(raw)
             except ValueError:

@@ -109,6 +109,8 @@ WRONG_TYPES = {
     "resources are a list": {"metadata": {"name": "p"}, "spec": {"containers": [{"resources": []}]}},
     "requests are a string": {"metadata": {"name": "p"},
                               "spec": {"containers": [{"resources": {"requests": "8"}}]}},
+    "a quantity is an object": {"metadata": {"name": "p"},
+                                "spec": {"containers": [{"resources": {"limits": {"x.io/gpu": {"a": 1}}}}]}},
     "node name is a number": {"metadata": {"name": "p"}, "spec": {"nodeName": 5}},
     "status is a list": {"metadata": {"name": "p"}, "status": []},
 }
