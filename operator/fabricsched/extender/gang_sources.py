@@ -319,3 +319,76 @@ def _source_of(pod: nodes.PodUsage) -> Source:
     if LWS_NAME in labels:
         return Source.LEADER_WORKER_SET
     return Source.POD_GROUP
+
+
+# --- owners from their manifests (for the adapter that implements OwnerLookup) -------------
+
+def jobset_facts(manifest: Mapping[str, Any], gpu_resource: str = gangs.DEFAULT_GPU_RESOURCE) -> JobSetFacts:
+    """A JobSet (``jobset.x-k8s.io/v1alpha2``) as ``OwnerLookup.jobset`` returns it; raises
+    ``parsing.Invalid`` for a shape the API server would not serve."""
+    metadata = parsing.mapping(manifest.get("metadata"), "metadata")
+    spec = parsing.mapping(manifest.get("spec"), "spec")
+    replicated = []
+    for entry in parsing.sequence(spec.get("replicatedJobs"), "spec.replicatedJobs"):
+        item = parsing.mapping(entry, "spec.replicatedJobs[]")
+        job = parsing.mapping(parsing.mapping(item.get("template"), "template").get("spec"), "template.spec")
+        replicated.append(ReplicatedJob(
+            name=parsing.string(item.get("name"), "spec.replicatedJobs[].name"),
+            replicas=_whole(item.get("replicas"), 1),
+            pods_per_job=_pods_per_job(job),
+            gpus_per_pod=_template_gpus(job.get("template"), gpu_resource),
+        ))
+    return JobSetFacts(parsing.string(metadata.get("name"), "metadata.name"),
+                       parsing.string(metadata.get("uid"), "metadata.uid"), tuple(replicated))
+
+
+def training_job_facts(manifest: Mapping[str, Any],
+                       gpu_resource: str = gangs.DEFAULT_GPU_RESOURCE) -> TrainingJobFacts:
+    """A PyTorchJob (``kubeflow.org/v1``, ``pytorchReplicaSpecs``) or an MPIJob
+    (``kubeflow.org/v2beta1``, ``mpiReplicaSpecs``); replica types in lower case."""
+    metadata = parsing.mapping(manifest.get("metadata"), "metadata")
+    spec = parsing.mapping(manifest.get("spec"), "spec")
+    kind = parsing.string(manifest.get("kind"), "kind")
+    field_name = "pytorchReplicaSpecs" if kind == "PyTorchJob" else "mpiReplicaSpecs"
+    replicas = {}
+    for replica_type, entry in parsing.mapping(spec.get(field_name), f"spec.{field_name}").items():
+        item = parsing.mapping(entry, f"spec.{field_name}.{replica_type}")
+        replicas[str(replica_type).lower()] = Replica(
+            _whole(item.get("replicas"), 1), _template_gpus(item.get("template"), gpu_resource))
+    return TrainingJobFacts(kind, parsing.string(metadata.get("name"), "metadata.name"),
+                            parsing.string(metadata.get("uid"), "metadata.uid"), replicas)
+
+
+def pod_group_facts(manifest: Mapping[str, Any]) -> PodGroupFacts:
+    """A PodGroup (``scheduling.k8s.io/v1beta1``): ``spec.schedulingPolicy.gang.minCount``, or
+    None for the basic policy."""
+    metadata = parsing.mapping(manifest.get("metadata"), "metadata")
+    policy = parsing.mapping(parsing.mapping(manifest.get("spec"), "spec").get("schedulingPolicy"),
+                             "spec.schedulingPolicy")
+    gang = policy.get("gang")
+    if gang is None:
+        count = None
+    else:
+        count = _whole(parsing.mapping(gang, "spec.schedulingPolicy.gang").get("minCount"), 0)
+    return PodGroupFacts(parsing.string(metadata.get("name"), "metadata.name"),
+                         parsing.string(metadata.get("uid"), "metadata.uid"), count)
+
+
+def _whole(value: object, default: int) -> int:
+    """An integer field of an API object (JSON number), bounded like every gang size."""
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise parsing.Invalid(f"{parsing.excerpt(value)} is not a whole number")
+    return max(0, min(value, gangs.MAX_GANG_SIZE))
+
+
+def _pods_per_job(job_spec: Mapping[str, Any]) -> int:
+    parallelism = _whole(job_spec.get("parallelism"), 1)
+    completions = job_spec.get("completions")
+    return parallelism if completions is None else min(parallelism, _whole(completions, 1))
+
+
+def _template_gpus(template: object, gpu_resource: str) -> int:
+    spec = parsing.mapping(parsing.mapping(template, "template").get("spec"), "template.spec")
+    return nodes.effective_requests(spec).get(gpu_resource, 0)

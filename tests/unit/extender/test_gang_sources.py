@@ -252,3 +252,51 @@ def test_a_forged_jobset_index_is_that_pods_reason(label: str) -> None:
 
 def test_a_pod_without_gpus_is_not_fabricscheds() -> None:
     assert resolve(pod("web", {}, gpus=0), Owners()) is None
+
+
+# --- owners from their manifests ----------------------------------------------------------------
+
+def template(gpus: int) -> dict[str, Any]:
+    resources = {"limits": {gangs.DEFAULT_GPU_RESOURCE: str(gpus)}} if gpus else {}
+    return {"spec": {"containers": [{"name": "c", "image": "i", "resources": resources}]}}
+
+
+def test_a_jobset_manifest_reads_as_its_replicated_jobs_in_order() -> None:
+    manifest = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+                "metadata": {"name": "llm", "uid": "uid-js"},
+                "spec": {"replicatedJobs": [
+                    {"name": "initializer", "template": {"spec": {"template": template(0)}}},
+                    {"name": "node", "replicas": 2,
+                     "template": {"spec": {"parallelism": 3, "completions": 3, "template": template(8)}}},
+                ]}}
+    assert src.jobset_facts(manifest) == TRAINER
+
+
+def test_a_pytorchjob_manifest_reads_as_its_replica_specs() -> None:
+    manifest = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+                "metadata": {"name": "bert", "uid": "uid-pt"},
+                "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1, "template": template(8)},
+                                                 "Worker": {"replicas": 11, "template": template(8)}}}}
+    assert src.training_job_facts(manifest) == PYTORCH
+
+
+def test_an_mpijob_manifest_reads_its_launcher_without_gpus() -> None:
+    manifest = {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob",
+                "metadata": {"name": "hvd", "uid": "uid-mpi"},
+                "spec": {"mpiReplicaSpecs": {"Launcher": {"replicas": 1, "template": template(0)},
+                                             "Worker": {"replicas": 4, "template": template(8)}}}}
+    assert src.training_job_facts(manifest) == MPI
+
+
+@pytest.mark.parametrize(("policy", "count"), [({"gang": {"minCount": 3}}, 3), ({"basic": {}}, None)],
+                         ids=["gang", "basic"])
+def test_a_podgroup_manifest_reads_its_policy(policy: dict[str, Any], count: int | None) -> None:
+    manifest = {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+                "metadata": {"name": "pg", "uid": "uid-pg"}, "spec": {"schedulingPolicy": policy}}
+    assert src.pod_group_facts(manifest) == src.PodGroupFacts("pg", "uid-pg", count)
+
+
+def test_an_owner_with_a_wrong_typed_field_is_invalid_not_a_crash() -> None:
+    with pytest.raises(ValueError):
+        src.jobset_facts({"metadata": {"name": "x"},
+                          "spec": {"replicatedJobs": [{"name": "a", "replicas": "2"}]}})
