@@ -29,7 +29,7 @@ from aiohttp import web
 
 from fabricsched import parsing
 from fabricsched.api import extender as wire
-from fabricsched.extender import coordinator, openapi, verdicts
+from fabricsched.extender import coordinator, openapi
 
 logger = logging.getLogger(__name__)
 
@@ -110,18 +110,21 @@ class _Handlers:
         except BadRequest as e:
             response, outcome = _error(400, str(e)), "bad-request"
         else:
-            response, outcome = await decide(args)
+            try:
+                response, outcome = await decide(args)
+            except parsing.Invalid as e:  # a pod field of the wrong JSON type: no scheduler sent it
+                response, outcome = _error(400, f"invalid pod: {e}"), "bad-request"
         self._observe(verb, time.perf_counter() - started, outcome)
         return response
 
     async def _filter(self, args: wire.ExtenderArgs) -> Answer:
         try:
             answer = await self._decider.filter(args.pod, args.candidate_names())
-        except parsing.Invalid as e:  # a field of the wrong type: no scheduler sent this pod
-            return _error(400, f"invalid pod: {e}"), "bad-request"
+        except parsing.Invalid:
+            raise  # answered 400 by _serve
         except Exception as e:
             logger.exception("filter failed for pod %s", _pod_name(args.pod))
-            failure = wire.ExtenderFilterResult.failure(verdicts.bounded(f"fabricsched filter failed: {e}"))
+            failure = wire.ExtenderFilterResult.failure(f"fabricsched filter failed: {e}")
             return _json(failure.to_wire()), "error"
         if answer.error:
             body = _dumps(wire.ExtenderFilterResult.failure(answer.error).to_wire())
@@ -137,8 +140,8 @@ class _Handlers:
     async def _prioritize(self, args: wire.ExtenderArgs) -> Answer:
         try:
             scores = self._decider.prioritize(args.pod, args.candidate_names())
-        except parsing.Invalid as e:
-            return _error(400, f"invalid pod: {e}"), "bad-request"
+        except parsing.Invalid:
+            raise  # answered 400 by _serve
         except Exception:
             # A prioritize failure only loses our preference; the filter already steered.
             logger.exception("prioritize failed for pod %s", _pod_name(args.pod))
