@@ -121,7 +121,7 @@ class Coordinator:
             return FilterAnswer(list(node_names))
         if isinstance(gang, gangs.Unresolved):
             reason = f"gang not identified: {gang.reason}"
-            return FilterAnswer([], failed=dict.fromkeys(node_names, reason))
+            return FilterAnswer([], failed=verdicts.every(node_names, reason))
         entry = self.book.get(gang.key)
         snapshot = self.state.snapshot(topology) if topology is not None else None
         if snapshot is None:
@@ -140,7 +140,11 @@ class Coordinator:
         rank = gang.rank if gang.rank is not None else self._assign(entry, pod)
         if rank is None:
             reason = f"all {entry.size} ranks of gang {entry.display} are taken by other pods"
-            return FilterAnswer([], failed=dict.fromkeys(node_names, reason))
+            return FilterAnswer([], failed=verdicts.every(node_names, reason))
+        if rank in entry.bound:
+            # The pod asking is unbound, so another live pod holds this rank: a duplicated rank
+            # (or a replacement whose predecessor still terminates). Nothing to plan again.
+            return FilterAnswer([], failed=verdicts.every(node_names, verdicts.rank_taken(entry, rank)))
         target = entry.ranks[rank]
         if target is None or target not in candidates:
             moved = self._replan(entry, snapshot, candidates, pod)
@@ -266,7 +270,7 @@ class Coordinator:
         if isinstance(decision, patience.Wait):
             message = f"gang {gang.display} is {decision.reason}"
             self._notice(pod, gang.key, "FabricWaitingForLocality", message, False)
-            return FilterAnswer([], failed=dict.fromkeys(candidates, message))
+            return FilterAnswer([], failed=verdicts.every(candidates, message))
         self._clocks.forget(gang.key)
         if decision.reason is None:
             return made
@@ -313,10 +317,10 @@ class Coordinator:
             self._notice(
                 pod, key, "FabricTierUnsatisfiable" if required else "FabricUnplaceable", message, True
             )
-            return FilterAnswer([], unresolvable=dict.fromkeys(candidates, message))
+            return FilterAnswer([], unresolvable=verdicts.every(candidates, message))
         message = f"gang {display} does not fit now: {why.reason}"
         self._notice(pod, key, "FabricNoFit", message, True)
-        return FilterAnswer([], failed=dict.fromkeys(candidates, message))
+        return FilterAnswer([], failed=verdicts.every(candidates, message))
 
     def _assign(self, entry: reservations.Entry, pod: nodes.PodUsage) -> int | None:
         live = (

@@ -6,20 +6,26 @@ no I/O. The conventions are DESIGN.md's "Pod conventions".
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-from fabricsched import ids
+from fabricsched import ids, parsing
 from fabricsched.topology import nodes
 
 GANG_LABEL = "fabricsched.io/gang"
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 LEGACY_JOB_NAME_LABEL = "job-name"
+CONTROLLER_UID_LABEL = "batch.kubernetes.io/controller-uid"
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 GANG_SIZE_ANNOTATION = "fabricsched.io/gang-size"
 RANK_ANNOTATION = "fabricsched.io/rank"
 REQUIRED_TIER_ANNOTATION = "fabricsched.io/required-tier"
 PREFERRED_TIER_ANNOTATION = "fabricsched.io/preferred-tier"
 DEFAULT_GPU_RESOURCE = "nvidia.com/gpu"
+
+MAX_GANG_SIZE = 1_000_000
+"""Largest gang size (and rank + 1) read from a pod; larger values are refused with a reason."""
+MAX_TIER_NAME = 63
 
 
 @dataclass(frozen=True)
@@ -104,31 +110,35 @@ def identify(
     name, job_name, job_uid = _names(pod)
     if job is not None and (job_name != job.name or (job_uid and job_uid != job.uid)):
         job = None  # facts of another Job (or an older one of the same name): do not mix
-    if not job_uid and job is not None:
-        job_uid = job.uid
+    # The key is the pod's alone (``_names``), never completed from ``job``: ``membership``,
+    # which has no Job to ask, must find the same gang (prioritize, bind tracking, restore).
 
     size: int | None
     size_text = annotations.get(GANG_SIZE_ANNOTATION)
     if size_text is not None:
-        size = _positive_int(size_text)
-        if size is None:
-            return Unresolved(f"annotation {GANG_SIZE_ANNOTATION}={size_text!r} is not a positive integer")
+        try:
+            size = parsing.count(size_text, f"annotation {GANG_SIZE_ANNOTATION}", MAX_GANG_SIZE, minimum=1)
+        except parsing.Invalid as e:
+            return Unresolved(str(e))
     elif job_name is None:
         size = 1  # a lone pod: a single-pod gang (rule 3)
     elif job is None:
         return Unresolved(f"Job {pod.namespace}/{job_name} is not known yet", job_name=job_name)
     else:
-        size = job.size if job.size is not None else 1
+        size = min(job.size, MAX_GANG_SIZE) if job.size is not None else 1
 
-    rank_text = _rank_text(pod)
-    rank = _non_negative_int(rank_text) if rank_text is not None else None
-    if rank_text is not None and rank is None:
-        return Unresolved(f"rank {rank_text!r} is not a non-negative integer")
+    try:
+        rank = rank_of(pod)
+    except parsing.Invalid as e:
+        return Unresolved(str(e))
     if rank is not None and rank >= size:
         return Unresolved(f"rank {rank} is outside a gang of {size}")
 
-    required_tier = annotations.get(REQUIRED_TIER_ANNOTATION)
-    preferred_tier = annotations.get(PREFERRED_TIER_ANNOTATION)
+    try:
+        required_tier = _tier(annotations, REQUIRED_TIER_ANNOTATION)
+        preferred_tier = _tier(annotations, PREFERRED_TIER_ANNOTATION)
+    except parsing.Invalid as e:
+        return Unresolved(str(e))
     return GangIdentity(
         key=ids.gang_key(pod.namespace, name, job_uid),
         namespace=pod.namespace,
@@ -145,12 +155,36 @@ def identify(
 
 def membership(pod: nodes.PodUsage) -> tuple[ids.GangKey, int | None]:
     """Gang key and own rank (if any) of a pod seen in the cluster state, whose Job may be gone:
-    the same key ``identify`` gives, without needing the gang's size."""
+    the same key ``identify`` gives, without needing the gang's size.
+
+    Never raises: a pod whose rank does not parse is a member without a rank of its own
+    (``identify`` refuses it, with the reason, when it is scheduled), so one bad pod cannot
+    stop the loops over every pod (rank assignment, housekeeping, restore)."""
     name, _, job_uid = _names(pod)
-    rank_text = _rank_text(pod)
-    return ids.gang_key(pod.namespace, name, job_uid), (
-        _non_negative_int(rank_text) if rank_text is not None else None
-    )
+    try:
+        rank = rank_of(pod)
+    except parsing.Invalid:
+        rank = None
+    return ids.gang_key(pod.namespace, name, job_uid), rank
+
+
+def rank_of(pod: nodes.PodUsage) -> int | None:
+    """The pod's own rank: its completion index (label, else annotation), else the
+    ``fabricsched.io/rank`` annotation; None when it has none. Raises ``parsing.Invalid``
+    for a value that is not a whole number below ``MAX_GANG_SIZE`` in ASCII digits."""
+    if pod.labels.get(COMPLETION_INDEX):
+        return parsing.count(pod.labels[COMPLETION_INDEX], f"label {COMPLETION_INDEX}", MAX_GANG_SIZE - 1)
+    for key in (COMPLETION_INDEX, RANK_ANNOTATION):
+        text = pod.annotations.get(key)
+        if text or (text is not None and key == RANK_ANNOTATION):
+            return parsing.count(text, f"annotation {key}", MAX_GANG_SIZE - 1)
+    return None
+
+
+def key_parts(pod: nodes.PodUsage) -> tuple[str, str | None, str]:
+    """(gang name, Job name, UID part of the key) of a pod: from the pod alone, so every
+    caller (filter, prioritize, bind tracking, restore) derives the same key."""
+    return _names(pod)
 
 
 def pod_ended(pod: nodes.PodUsage) -> bool:
@@ -164,22 +198,19 @@ def _names(pod: nodes.PodUsage) -> tuple[str, str | None, str]:
     labels = pod.labels
     job_name = owner[0] if owner else labels.get(JOB_NAME_LABEL) or labels.get(LEGACY_JOB_NAME_LABEL)
     name = labels.get(GANG_LABEL) or job_name or pod.name
-    job_uid = owner[1] if owner else ""
+    # Without an owner reference, the Job controller's own label still names the Job's UID.
+    job_uid = owner[1] if owner else (labels.get(CONTROLLER_UID_LABEL, "") if job_name else "")
     if job_name is None and GANG_LABEL not in labels:
         job_uid = pod.uid  # a lone pod is its own gang; pods sharing a gang label share one key
     return name, job_name, job_uid
 
 
-def _rank_text(pod: nodes.PodUsage) -> str | None:
-    text = pod.labels.get(COMPLETION_INDEX) or pod.annotations.get(COMPLETION_INDEX)
-    return text if text is not None else pod.annotations.get(RANK_ANNOTATION)
-
-
-def _positive_int(text: str) -> int | None:
-    value = _non_negative_int(text)
-    return value if value else None
-
-
-def _non_negative_int(text: str) -> int | None:
-    text = text.strip()
-    return int(text) if text.isdigit() else None
+def _tier(annotations: Mapping[str, str], key: str) -> str | None:
+    """A tier constraint's name: at most 63 printable ASCII characters (what ``spec.tiers``
+    allows), so a message that names it stays short."""
+    text = annotations.get(key)
+    if not text:
+        return None
+    if len(text) > MAX_TIER_NAME or not text.isascii() or not text.isprintable():
+        raise parsing.Invalid(f"annotation {key}={parsing.excerpt(text)} is not a tier name")
+    return text

@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from fabricsched import parsing
 from fabricsched.extender import gangs
 from fabricsched.placement import patience, request, session
 from fabricsched.topology import fabric
@@ -39,32 +40,38 @@ Clocks = patience.Clocks
 """The gangs' wait clocks live in the placement session (``session.Session.clocks``)."""
 
 _UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-_PART = re.compile(r"(\d+\.?\d*|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
+_PART = re.compile(r"([0-9]+\.?[0-9]*|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h)")
 _WHOLE = re.compile(rf"(?:{_PART.pattern})+")
+_MAX_TEXT = 64
+"""Longest duration or tolerance text read; annotations are user text of up to 256 KB."""
 
 
 def parse_duration(text: str) -> float:
     """Seconds in a Go-style duration (``600s``, ``10m``, ``1h30m``, ``0``), as Kubernetes
     writes durations; raises ValueError for anything else, negative durations included."""
-    value = text.strip()
+    value = text.strip() if len(text) <= _MAX_TEXT else "-"
     if value == "0":
         return 0.0
     if not _WHOLE.fullmatch(value):
-        raise ValueError(f"{text!r} is not a duration such as 600s, 10m or 1h")
+        raise ValueError(f"{parsing.excerpt(text)} is not a duration such as 600s, 10m or 1h")
     seconds = sum(float(number) * _UNITS[unit] for number, unit in _PART.findall(value))
     if not math.isfinite(seconds):
-        raise ValueError(f"{text!r} is not a finite duration")
+        raise ValueError(f"{parsing.excerpt(text)} is not a finite duration")
     return seconds
 
 
 def parse_tolerance(text: str) -> float:
     """A fraction between 0 and ``MAX_TOLERANCE`` (``0.05`` = 5%); raises ValueError otherwise."""
     try:
+        if len(text) > _MAX_TEXT or not text.isascii():  # float() reads "٣" and 256 KB of digits
+            raise ValueError(text)
         value = float(text.strip())
     except ValueError:
-        raise ValueError(f"{text!r} is not a number (a fraction: 0.05 = 5%)") from None
+        raise ValueError(f"{parsing.excerpt(text)} is not a number (a fraction: 0.05 = 5%)") from None
     if not (math.isfinite(value) and 0 <= value <= MAX_TOLERANCE):
-        raise ValueError(f"{text!r} is not a fraction between 0 and {MAX_TOLERANCE:g} (0.05 = 5%)")
+        raise ValueError(
+            f"{parsing.excerpt(text)} is not a fraction between 0 and {MAX_TOLERANCE:g} (0.05 = 5%)"
+        )
     return value
 
 

@@ -28,6 +28,7 @@ import pydantic
 import pydantic_core
 from aiohttp import http_exceptions, web, web_protocol
 
+from fabricsched import parsing
 from fabricsched.api import extender as wire
 from fabricsched.extender import coordinator, openapi
 from fabricsched.ports import errors
@@ -121,6 +122,8 @@ class _Handlers:
         else:
             try:
                 response, outcome = await decide(args)
+            except parsing.Invalid as e:  # a pod field of the wrong JSON type: no scheduler sent it
+                response, outcome = _error(400, f"invalid pod: {e}"), "bad-request"
             except Exception:
                 # The one last resort of the request path: a defect in a decision answers this
                 # request with an error and the server goes on answering the scheduler.

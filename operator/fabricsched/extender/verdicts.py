@@ -2,6 +2,11 @@
 
 These strings are what ``kubectl describe pod`` shows under "0/N nodes are available", so
 they name the gang, the domain and the rule rather than the algorithm's internals.
+
+The scheduler gets one reason per candidate node (10k of them) and the filter answer repeats
+each, so every reason is at most ``MAX_REASON_BYTES`` (``bounded``), user text inside one is
+only ever a short excerpt (``parsing.excerpt``, made where the text is read), and a map gives
+every node that fails for the same reason the same string object (``every``).
 """
 
 from __future__ import annotations
@@ -9,9 +14,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from fabricsched import ids
+from fabricsched import ids, parsing
 from fabricsched.extender import reservations
 from fabricsched.topology import fabric
+
+MAX_REASON_BYTES = 160
+"""Longest reason given for one node (UTF-8 bytes): a filter answer for N nodes stays near
+N x (160 + the node's name), whatever a pod carries."""
 
 _MAX_LISTED = 4
 _DEGRADED = "fabric link of this host is degraded"
@@ -37,9 +46,8 @@ class Footprint:
         for index, tier in enumerate(fab.tiers):
             used = entry.domains.get(tier.name)
             if used:
-                by_tier.append(
-                    (index, frozenset(used), f"outside gang {entry.display}'s {_domains(tier.name, used)}")
-                )
+                message = f"outside gang {entry.display}'s {_domains(tier.name, used)}"
+                by_tier.append((index, frozenset(used), bounded(message)))
         home = next((i for i, (_, used, _) in enumerate(by_tier) if len(used) == 1), len(by_tier))
         order = ([home] if home < len(by_tier) else []) + list(range(home - 1, -1, -1))
         hosts = {node for _, node in entry.placed()}
@@ -48,8 +56,26 @@ class Footprint:
             target=target,
             multi_host=len(hosts) > 1 or entry.size > 1,
             checks=tuple(by_tier[i] for i in order),
-            default=f"rank {rank} of gang {entry.display} is planned on {target}",
+            default=bounded(f"rank {rank} of gang {entry.display} is planned on {target}"),
         )
+
+
+def bounded(reason: str) -> str:
+    """``reason`` cut to ``MAX_REASON_BYTES``, with an ellipsis when cut."""
+    return parsing.truncate(reason, MAX_REASON_BYTES)
+
+
+def every(nodes: Iterable[str], reason: str) -> dict[str, str]:
+    """The same bounded reason for every node: one string object shared by all of them."""
+    return dict.fromkeys(nodes, bounded(reason))
+
+
+def rank_taken(entry: reservations.Entry, rank: int) -> str:
+    """Why a pod whose rank another live pod of its gang is bound to gets no node."""
+    return bounded(
+        f"rank {rank} of gang {entry.display} is already bound on {entry.bound[rank]} by another pod "
+        "(a duplicated rank, or its previous pod is still terminating)"
+    )
 
 
 def holders(entries: Iterable[reservations.Entry], exclude: ids.GangKey) -> dict[ids.NodeName, str]:
@@ -102,10 +128,12 @@ def failed(
         for node in fab.degraded_hosts:
             if node in out:
                 out[node] = _DOWN if fab.hosts[node].down else _DEGRADED
+    shared: dict[str, str] = {}  # equal reasons share one string object, as the bulk ones do
     for group in (inside, reserved_by.keys()):
         for node in group:
             if node in out:
-                out[node] = reason(fab, topology, ids.NodeName(node), plan, free, gpus_per_pod, reserved_by)
+                found = reason(fab, topology, ids.NodeName(node), plan, free, gpus_per_pod, reserved_by)
+                out[node] = shared.setdefault(found, found)
     out.pop(plan.target, None)
     return out
 
@@ -125,7 +153,7 @@ def reason(
         return _outside_fabric(topology, plan)
     holder = reserved_by.get(node)
     if holder is not None and free.get(node, 0) < gpus_per_pod:
-        return f"reserved for gang {holder}"
+        return bounded(f"reserved for gang {holder}")
     if plan.multi_host and host.degraded:
         return _DOWN if host.down else _DEGRADED
     for tier_index, used, message in plan.checks:
@@ -135,7 +163,7 @@ def reason(
 
 
 def _outside_fabric(topology: ids.TopologyName, plan: Footprint) -> str:
-    return f"not part of fabric {topology}, where gang {plan.gang} is planned"
+    return bounded(f"not part of fabric {topology}, where gang {plan.gang} is planned")
 
 
 def _domains(tier: str, used: Iterable[ids.DomainName]) -> str:

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from fabricsched import parsing
 from fabricsched.api import topology as api
 from fabricsched.telemetry import defaults
 from fabricsched.topology import fabric, health
@@ -141,8 +142,10 @@ class RailMap:
             return None
         if value in self.devices:
             return self.devices.index(value)
-        if value.isdigit() and int(value) < self.rails:
-            return int(value)
+        try:
+            return parsing.count(value, "rail", self.rails - 1)
+        except parsing.Invalid:
+            pass  # not a rail number ("²" passes isdigit but not int): not a rail of this fabric
         return False if self.devices else None
 
 

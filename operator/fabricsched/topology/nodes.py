@@ -6,14 +6,19 @@ convert here, once, into small frozen records, so nothing downstream touches man
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from fabricsched import ids
+from fabricsched import ids, parsing
 from fabricsched.topology import quantities
 
 FINISHED_PHASES = frozenset({"Succeeded", "Failed"})
+
+MAX_HOST_GPUS = 4096
+"""More GPUs than any real host has (today's largest have 8-16; this leaves room for any
+accelerator counted per core). A node that claims more is broken or hostile and holds none:
+the engine's per-host work is then bounded by this, never by a number a manifest spells."""
 
 
 @dataclass(frozen=True)
@@ -57,14 +62,16 @@ class NodeInfo:
         )
 
     def gpus(self, resource: str) -> int:
-        """Allocatable units of ``resource``; 0 when absent or unparsable (such a node holds no GPUs)."""
+        """Allocatable units of ``resource``; 0 when absent, unparsable or above
+        ``MAX_HOST_GPUS`` (such a node holds no GPUs: nothing is placed on it)."""
         raw = self.allocatable.get(resource)
         if raw is None:
             return 0
         try:
-            return max(0, quantities.to_int(raw))
+            count = quantities.to_int(raw)
         except ValueError:
             return 0
+        return count if 0 < count <= MAX_HOST_GPUS else 0
 
 
 Owner = tuple[str, str, str]
@@ -94,25 +101,35 @@ class PodUsage:
 
     @classmethod
     def from_manifest(cls, body: Mapping[str, Any]) -> PodUsage:
-        metadata = body.get("metadata") or {}
-        spec = body.get("spec") or {}
-        status = body.get("status") or {}
-        node = spec.get("nodeName")
-        statuses = list(status.get("containerStatuses") or ())
+        """The pod's record; raises ``parsing.Invalid`` (a ValueError with a short message) for
+        a field of the wrong JSON type, as only a forged pod can have (the API server
+        validates the rest)."""
+        pod = parsing.mapping(body, "pod")
+        metadata = parsing.mapping(pod.get("metadata"), "metadata")
+        spec = parsing.mapping(pod.get("spec"), "spec")
+        status = parsing.mapping(pod.get("status"), "status")
+        name = parsing.string(metadata.get("name"), "metadata.name")
+        if not name:
+            raise parsing.Invalid("metadata.name is missing")
+        node = parsing.string(spec.get("nodeName"), "spec.nodeName")
+        statuses = parsing.sequence(status.get("containerStatuses"), "status.containerStatuses")
         return cls(
-            namespace=str(metadata.get("namespace") or "default"),
-            name=str(metadata["name"]),
-            uid=str(metadata.get("uid") or ""),
-            node=ids.NodeName(str(node)) if node else None,
-            phase=str(status.get("phase") or "Pending"),
+            namespace=parsing.string(metadata.get("namespace"), "metadata.namespace") or "default",
+            name=name,
+            uid=parsing.string(metadata.get("uid"), "metadata.uid"),
+            node=ids.NodeName(node) if node else None,
+            phase=parsing.string(status.get("phase"), "status.phase") or "Pending",
             requests=effective_requests(spec),
-            labels={str(k): str(v) for k, v in (metadata.get("labels") or {}).items()},
-            annotations={str(k): str(v) for k, v in (metadata.get("annotations") or {}).items()},
-            scheduler_name=str(spec.get("schedulerName") or "default-scheduler"),
-            owner=_controller(metadata.get("ownerReferences") or ()),
+            labels=parsing.string_map(metadata.get("labels"), "metadata.labels"),
+            annotations=parsing.string_map(metadata.get("annotations"), "metadata.annotations"),
+            scheduler_name=parsing.string(spec.get("schedulerName"), "spec.schedulerName")
+            or "default-scheduler",
+            owner=_controller(parsing.sequence(metadata.get("ownerReferences"), "metadata.ownerReferences")),
             terminating=bool(metadata.get("deletionTimestamp")),
             containers_done=bool(statuses) and all(
-                "terminated" in (s.get("state") or {}) for s in statuses
+                "terminated" in parsing.mapping(parsing.mapping(s, "status.containerStatuses[]").get("state"),
+                                                "status.containerStatuses[].state")
+                for s in statuses
             ),
         )
 
@@ -135,7 +152,7 @@ def effective_requests(spec: Mapping[str, Any]) -> dict[str, int]:
     """
     sidecars: dict[str, int] = {}
     init_peak: dict[str, int] = {}
-    for container in spec.get("initContainers") or ():
+    for container in parsing.sequence(spec.get("initContainers"), "spec.initContainers"):
         own = _container_requests(container)
         if container.get("restartPolicy") == "Always":
             _add(sidecars, own)
@@ -143,19 +160,29 @@ def effective_requests(spec: Mapping[str, Any]) -> dict[str, int]:
         else:
             _max(init_peak, _sum(sidecars, own))
     apps: dict[str, int] = dict(sidecars)
-    for container in spec.get("containers") or ():
+    for container in parsing.sequence(spec.get("containers"), "spec.containers"):
         _add(apps, _container_requests(container))
     _max(apps, init_peak)
     return {k: v for k, v in apps.items() if v}
 
 
-def _container_requests(container: Mapping[str, Any]) -> dict[str, int]:
-    resources = container.get("resources") or {}
+def _container_requests(container: object) -> dict[str, int]:
+    """Extended-resource requests of one container. A quantity of the wrong JSON type raises
+    ``parsing.Invalid`` (a forged pod); one that does not parse is skipped (the API server
+    would have refused it); one beyond any node is clamped by
+    ``quantities`` (it never fits) and costs no more than a small one."""
+    fields = parsing.mapping(container, "container")
+    resources = parsing.mapping(fields.get("resources"), "container.resources")
     # An extended resource given only as a limit is requested at that limit (API defaulting).
-    merged = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
+    merged = {
+        **parsing.mapping(resources.get("limits"), "container.resources.limits"),
+        **parsing.mapping(resources.get("requests"), "container.resources.requests"),
+    }
     out: dict[str, int] = {}
     for name, raw in merged.items():
         if "/" in str(name):
+            if isinstance(raw, bool) or not isinstance(raw, str | int | float):
+                raise parsing.Invalid(f"resources[{parsing.excerpt(name)}] must be a quantity string")
             try:
                 out[str(name)] = quantities.to_int(raw)
             except ValueError:
@@ -179,9 +206,15 @@ def _max(into: dict[str, int], other: Mapping[str, int]) -> None:
         into[k] = max(into.get(k, 0), v)
 
 
-def _controller(refs: Any) -> Owner | None:
-    refs = list(refs)
-    chosen = next((r for r in refs if r.get("controller")), refs[0] if refs else None)
+def _controller(refs: Sequence[Any]) -> Owner | None:
+    chosen = next((r for r in refs if isinstance(r, Mapping) and r.get("controller") is True), None)
+    if chosen is None and refs:
+        chosen = refs[0]
     if chosen is None:
         return None
-    return (str(chosen.get("kind", "")), str(chosen.get("name", "")), str(chosen.get("uid", "")))
+    ref = parsing.mapping(chosen, "metadata.ownerReferences[]")
+    return (
+        parsing.string(ref.get("kind"), "ownerReferences[].kind"),
+        parsing.string(ref.get("name"), "ownerReferences[].name"),
+        parsing.string(ref.get("uid"), "ownerReferences[].uid"),
+    )

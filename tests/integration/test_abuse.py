@@ -1,0 +1,285 @@
+"""Hostile tenants against the real control plane: no pod may stop GPU scheduling for others.
+
+A cluster of its own, as in ``test_extender`` (the local control plane, the second
+kube-scheduler from the shipped template, ``fabricsched run`` as a subprocess, 16 nodes of 8
+GPUs in 2 spines x 2 leaves x 4 hosts). Every attack is one pod (or one node) made through the
+API server, exactly as any user who may create a pod could; while it exists, ``/healthz``
+must answer within 2 s and a new 2-pod gang must bind within 10 s. Every request goes to
+loopback addresses, and each test makes a bounded number of them.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime
+import json
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from clusterkit import find_binaries_or_skip, new_namespace, wait_for
+from test_extender import REPO, TOPOLOGY, Operator, trainer_spec
+
+from fabricsched.cluster import commands, controlplane, nodes, processes, rest, samples
+
+GPU = "nvidia.com/gpu"
+HEALTHZ_BUDGET_S = 2.0
+BIND_BUDGET_S = 10.0
+REASON_BYTES_PER_NODE = 200
+
+
+class Cluster:
+    def __init__(self, plane: controlplane.ControlPlane, api: rest.Client, operator: Operator) -> None:
+        self.plane, self.api, self.operator = plane, api, operator
+
+    def pod(self, namespace: str, name: str, labels: dict[str, str] | None = None,
+            annotations: dict[str, str] | None = None, gpus: int = 8,
+            extra: dict[str, str] | None = None, node: str | None = None) -> dict[str, Any]:
+        spec = trainer_spec(gpus)
+        if extra:  # extended resources cannot be overcommitted: the limit equals the request
+            spec["containers"][0]["resources"]["requests"].update(extra)
+            spec["containers"][0]["resources"]["limits"].update(extra)
+        if node:
+            spec["nodeName"] = node  # bound at creation, as a user may do without any scheduler
+        body = {"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": name, "labels": labels or {}, "annotations": annotations or {}},
+                "spec": spec}
+        created: dict[str, Any] = self.api.call("POST", f"/api/v1/namespaces/{namespace}/pods", body)
+        return created
+
+    def indexed_job(self, namespace: str, name: str, pods: int) -> None:
+        body = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name},
+                "spec": {"parallelism": pods, "completions": pods, "completionMode": "Indexed",
+                         "backoffLimit": 0, "template": {"spec": trainer_spec(8)}}}
+        self.api.call("POST", f"/apis/batch/v1/namespaces/{namespace}/jobs", body)
+
+    def pods(self, namespace: str) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = self.api.call("GET", f"/api/v1/namespaces/{namespace}/pods")["items"]
+        return items
+
+    def bound_within(self, namespace: str, names: set[str] | None, job: str | None, count: int,
+                     budget_s: float) -> list[str]:
+        """Nodes of the ``count`` pods (named, or of ``job``) once all are bound, within ``budget_s``."""
+        started = time.monotonic()
+
+        def bound() -> list[str] | None:
+            found = [p for p in self.pods(namespace)
+                     if (names is not None and p["metadata"]["name"] in names)
+                     or (job is not None and p["metadata"].get("labels", {}).get("job-name") == job)]
+            if len(found) < count or not all(p["spec"].get("nodeName") for p in found):
+                return None
+            return [p["spec"]["nodeName"] for p in found]
+
+        placed: list[str] = wait_for(f"{count} pods bound in {namespace}", bound, timeout=budget_s + 5,
+                                     interval=0.2)
+        took = time.monotonic() - started
+        assert took <= budget_s, f"bound after {took:.1f} s (budget {budget_s} s)"
+        return placed  # a bound pod holds its GPUs whatever its phase: no kubelet is needed
+
+    def healthz_answers_quickly(self, probes: int = 6, interval_s: float = 0.5) -> float:
+        """Probe ``/healthz`` a few times; each must answer 200 within the budget. The slowest."""
+        slowest = 0.0
+        for _ in range(probes):
+            started = time.monotonic()
+            url = f"http://127.0.0.1:{self.operator.health_port}/healthz"
+            with urllib.request.urlopen(url, timeout=HEALTHZ_BUDGET_S) as response:
+                assert response.status == 200
+            slowest = max(slowest, time.monotonic() - started)
+            time.sleep(interval_s)
+        return slowest
+
+    def filter(self, pod: dict[str, Any], node_names: list[str]) -> bytes:
+        request = urllib.request.Request(
+            f"{self.operator.extender_url}/filter",
+            data=json.dumps({"Pod": pod, "NodeNames": node_names}).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=30) as response:
+            body: bytes = response.read()
+            return body
+
+    def clean(self, namespace: str) -> None:
+        self.api.request("DELETE", f"/apis/batch/v1/namespaces/{namespace}/jobs",
+                         {"propagationPolicy": "Background"})
+        for pod in self.pods(namespace):  # at once, as a kubelet confirming the kill would
+            self.api.request("DELETE", f"/api/v1/namespaces/{namespace}/pods/{pod['metadata']['name']}",
+                             {"gracePeriodSeconds": 0})
+        self.api.request("DELETE", f"/api/v1/namespaces/{namespace}")
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    find_binaries_or_skip()
+    root = tmp_path_factory.mktemp("abuse-cluster")
+    extender_port, health_port = processes.free_ports(2)
+    scheduler = commands.fabricsched_scheduler(f"http://127.0.0.1:{extender_port}")
+    plane = controlplane.up(root / "cluster", extra_schedulers=[scheduler])
+    api = plane.client()
+    operator = Operator(plane.kubeconfig, root, extender_port, health_port)
+    try:
+        kubectl = [str(plane.binaries.kubectl), f"--kubeconfig={plane.kubeconfig}"]
+        subprocess.run([*kubectl, "apply", "--server-side", "-f", str(REPO / "crds")],
+                       check=True, capture_output=True, timeout=60)
+        for crd in ("fabrictopologies", "fabricplacements"):
+            wait_for(f"CRD {crd}",
+                     lambda crd=crd: api.request("GET", f"/apis/fabricsched.io/v1alpha1/{crd}")[0] == 200)
+        manifests = samples.sample_fabric(spines=2, leaves_per_spine=2, hosts_per_leaf=4, gpus=8)
+        nodes.create(api, manifests, datetime.datetime.now(datetime.UTC))
+        topology = samples.demo_topology(TOPOLOGY)
+        topology["spec"]["links"] = []
+        api.call("POST", "/apis/fabricsched.io/v1alpha1/fabrictopologies", topology)
+        operator.start()
+        yield Cluster(plane, api, operator)
+    finally:
+        operator.stop()
+        api.close()
+        plane.down()
+
+
+@pytest.fixture
+def ns(cluster: Cluster) -> Iterator[str]:
+    name = new_namespace(cluster.api, "abuse")
+    yield name
+    cluster.clean(name)
+    wait_for("pods gone", lambda: not cluster.pods(name), timeout=60)
+    time.sleep(1.5)  # the next test starts with every GPU free and no reservation left
+
+
+def fabric_nodes(cluster: Cluster) -> list[str]:
+    items = cluster.api.call("GET", "/api/v1/nodes?labelSelector=nvidia.com/gpu.present%3Dtrue")["items"]
+    return sorted(n["metadata"]["name"] for n in items)
+
+
+def test_a_quantity_bomb_pod_and_node_neither_stall_the_loop_nor_other_gangs(
+    cluster: Cluster, ns: str
+) -> None:
+    bomb = "1e1000000"
+    # A pod asking for a made-up resource (the API server accepts the quantity; it never binds)...
+    cluster.pod(ns, "bomb", extra={"example.com/foo": bomb})
+    # ...and a node claiming that many GPUs inside the fabric (whoever may write node status).
+    node = copy.deepcopy(samples.sample_fabric(1, 1, 1)[0])
+    node["metadata"]["name"] = node["metadata"]["labels"]["kubernetes.io/hostname"] = "bomb-node"
+    for part in ("capacity", "allocatable"):
+        node["status"][part][GPU] = bomb
+        node["status"][part]["example.com/foo"] = bomb
+    nodes.create(cluster.api, [node], datetime.datetime.now(datetime.UTC))
+    try:
+        slowest = cluster.healthz_answers_quickly()
+        cluster.indexed_job(ns, "after-bomb", 2)
+        placed = cluster.bound_within(ns, None, "after-bomb", 2, BIND_BUDGET_S)
+        assert "bomb-node" not in placed  # it holds no GPUs for fabricsched
+        assert cluster.operator.process is not None and cluster.operator.process.poll() is None
+        print(f"quantity bomb: slowest /healthz {slowest * 1000:.0f} ms")
+    finally:
+        nodes.delete(cluster.api, ["bomb-node"])
+
+
+@pytest.mark.parametrize("rank", ["²", "٣"], ids=["superscript two", "arabic-indic three"])
+def test_a_poison_rank_on_a_bound_and_a_pending_pod_stops_no_other_gang_not_even_after_a_restart(
+    cluster: Cluster, ns: str, rank: str
+) -> None:
+    hosts = fabric_nodes(cluster)
+    poison = {"fabricsched.io/gang": "poison", "fabricsched.io/gang-size": "2", "fabricsched.io/rank": rank}
+    # One bound at creation (restore reads it), one left to the scheduler (filter reads it).
+    cluster.pod(ns, "poison-bound", labels={"fabricsched.io/gang": "poison"},
+                annotations={k: v for k, v in poison.items() if k != "fabricsched.io/gang"}, node=hosts[-1])
+    cluster.pod(ns, "poison-pending", labels={"fabricsched.io/gang": "poison"},
+                annotations={k: v for k, v in poison.items() if k != "fabricsched.io/gang"})
+    time.sleep(1.0)
+    cluster.operator.kill()
+    cluster.operator.start()  # restore runs over every stored pod, the poison ones included
+    cluster.healthz_answers_quickly(probes=3)
+    # An Indexed Job (ranks from the completion index) and a labelled gang (ranks assigned by
+    # fabricsched over every stored pod): both bind in time.
+    cluster.indexed_job(ns, "after-poison", 2)
+    cluster.bound_within(ns, None, "after-poison", 2, BIND_BUDGET_S)
+    for i in range(2):
+        cluster.pod(ns, f"free-{i}", labels={"fabricsched.io/gang": "free"},
+                    annotations={"fabricsched.io/gang-size": "2"})
+    cluster.bound_within(ns, {"free-0", "free-1"}, None, 2, BIND_BUDGET_S)
+    cluster.healthz_answers_quickly(probes=2)
+    pending = cluster.api.call("GET", f"/api/v1/namespaces/{ns}/pods/poison-pending")
+    assert not pending["spec"].get("nodeName")
+    # The poison pod's own reason names the annotation, briefly.
+    answer = json.loads(cluster.filter(pending, hosts))
+    reasons = set(answer["FailedNodes"].values()) | set(answer["FailedAndUnresolvableNodes"].values())
+    assert answer["NodeNames"] == [] and reasons, answer
+    assert all("fabricsched.io/rank" in r and len(r.encode()) <= 160 for r in reasons), reasons
+
+
+@pytest.mark.parametrize("annotation", ["fabricsched.io/gang-size", "fabricsched.io/required-tier"])
+def test_a_100_kb_annotation_keeps_the_filter_answer_under_200_bytes_per_node(
+    cluster: Cluster, ns: str, annotation: str
+) -> None:
+    labels = {"fabricsched.io/gang": "big"}
+    annotations = {annotation: "x" * 100 * 1024}
+    if annotation != "fabricsched.io/gang-size":
+        annotations["fabricsched.io/gang-size"] = "2"
+    pod = cluster.pod(ns, "big", labels=labels, annotations=annotations)
+    # The 16 fabric hosts and names of 484 more: what a 500-node cluster's scheduler would send.
+    names = fabric_nodes(cluster)
+    names += [f"gpu-extra-{i:03d}" for i in range(500 - len(names))]
+    body = cluster.filter(pod, names)
+    answer = json.loads(body)
+    failed = {**answer["FailedNodes"], **answer["FailedAndUnresolvableNodes"]}
+    assert len(failed) == len(names) and answer["NodeNames"] == []
+    per_node = len(body) / len(names)
+    assert per_node < REASON_BYTES_PER_NODE, f"{per_node:.0f} bytes per node"
+    assert max(len(r.encode()) for r in failed.values()) <= 160
+    print(f"{annotation}: {len(body)} bytes for {len(names)} nodes ({per_node:.0f} per node)")
+    cluster.healthz_answers_quickly(probes=2)
+
+
+def test_a_duplicated_rank_names_the_rank_and_the_other_pods_of_the_gang_still_bind(
+    cluster: Cluster, ns: str
+) -> None:
+    gang = {"fabricsched.io/gang": "dup"}
+
+    def ranked(rank: str) -> dict[str, str]:
+        return {"fabricsched.io/gang-size": "2", "fabricsched.io/rank": rank}
+
+    cluster.pod(ns, "dup-0", labels=gang, annotations=ranked("0"))
+    (first,) = cluster.bound_within(ns, {"dup-0"}, None, 1, BIND_BUDGET_S)
+    time.sleep(1.0)  # the bind has reached fabricsched's book
+    twin = cluster.pod(ns, "dup-0-twin", labels=gang, annotations=ranked("0"))
+    cluster.pod(ns, "dup-1", labels=gang, annotations=ranked("1"))
+    cluster.bound_within(ns, {"dup-0", "dup-1"}, None, 2, BIND_BUDGET_S)
+    answer = json.loads(cluster.filter(twin, fabric_nodes(cluster)))
+    reasons = set(answer["FailedNodes"].values()) | set(answer["FailedAndUnresolvableNodes"].values())
+    assert answer["NodeNames"] == [] and len(reasons) == 1, answer
+    (reason,) = reasons
+    assert "rank 0 of gang" in reason and first in reason and "0 pods" not in reason, reason
+    pending = cluster.api.call("GET", f"/api/v1/namespaces/{ns}/pods/dup-0-twin")
+    assert not pending["spec"].get("nodeName")
+
+
+WRONG_TYPED_PODS = {
+    "labels as a list": {"metadata": {"name": "p", "namespace": "x", "labels": ["a"]}},
+    "annotations as a string": {"metadata": {"name": "p", "namespace": "x", "annotations": "a"}},
+    "containers as an object": {"metadata": {"name": "p", "namespace": "x"},
+                                "spec": {"containers": {"a": 1}}},
+    "a quantity as an object": {"metadata": {"name": "p", "namespace": "x"},
+                                "spec": {"containers": [{"resources": {"requests": {GPU: {"a": 1}}}}]}},
+}
+
+
+def test_wrong_typed_pod_fields_get_400_from_both_verbs_and_serving_goes_on(cluster: Cluster) -> None:
+    names = fabric_nodes(cluster)[:3]
+    for what, pod in WRONG_TYPED_PODS.items():
+        for verb in ("/filter", "/prioritize"):
+            request = urllib.request.Request(
+                f"{cluster.operator.extender_url}{verb}",
+                data=json.dumps({"Pod": pod, "NodeNames": names}).encode(),
+                headers={"Content-Type": "application/json"},
+            )
+            try:
+                with urllib.request.urlopen(request, timeout=10) as response:
+                    status = response.status
+            except urllib.error.HTTPError as e:
+                status = e.code
+            assert status == 400, (what, verb, status)
+    cluster.healthz_answers_quickly(probes=2)
