@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from fabricsched.controller import health_server, kube, logs, runtime
+from fabricsched.telemetry import access
 
 _DEFAULTS = runtime.Options(kubeconfig=None)
 LOCALITY_MODULE = "fabricsched.extender.locality"
@@ -46,6 +47,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     run.add_argument("--locality-tolerance", type=float, default=_DEFAULTS.locality_tolerance,
                      metavar="FRACTION",
                      help="a placement within floor x (1 + FRACTION) starts at once (default: %(default)s)")
+    run.add_argument("--prometheus-allow-url", action="append", default=[], metavar="PREFIX",
+                     help="a Prometheus URL prefix topologies may name in spec.health.prometheus.url "
+                          "(http or https; repeat for more); a topology naming another URL is never "
+                          "queried (default: none, telemetry off; see docs/telemetry.md)")
+    run.add_argument("--prometheus-credentials-dir", action="append", default=None, metavar="DIR",
+                     help="a directory spec.health.prometheus.access files may lie in (repeatable; "
+                          f"default: {access.DEFAULT_CREDENTIALS_DIR})")
     run.add_argument("--verbose", action="store_true", help="debug logs, kopf's included")
     run.set_defaults(handler=_run)
 
@@ -75,6 +83,7 @@ def options_from(args: argparse.Namespace) -> runtime.Options:
     if not args.status_interval > 0:
         raise ValueError("--status-interval must be greater than 0")
     check_locality(args.locality_wait, args.locality_tolerance)
+    prometheus = access.Policy.parse(args.prometheus_allow_url, args.prometheus_credentials_dir)
     return runtime.Options(
         kubeconfig=kubeconfig,
         health_address=args.health_address,
@@ -85,6 +94,7 @@ def options_from(args: argparse.Namespace) -> runtime.Options:
         status_interval_s=args.status_interval,
         locality_wait=args.locality_wait,
         locality_tolerance=args.locality_tolerance,
+        prometheus=prometheus,
     )
 
 

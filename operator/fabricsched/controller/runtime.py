@@ -15,6 +15,7 @@ from typing import Any
 
 from fabricsched import ids
 from fabricsched.controller import events, metrics, state
+from fabricsched.telemetry import access
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,8 @@ class Options:
     The extender parses it (``extender.locality``): the feature is the extender's."""
     locality_tolerance: float = 0.05
     """A plan within floor x (1 + tolerance) starts at once (with the wait on)."""
+    prometheus: access.Policy = field(default_factory=access.Policy)
+    """Prometheus URLs topologies may name, and where their credential files may lie."""
 
 
 @dataclass
