@@ -283,6 +283,13 @@ class PrometheusServer:
                 self._proc.wait()
         self._proc = None
 
+    def has_scraped(self, host: str) -> bool:
+        """Whether Prometheus holds two samples of the host's ports: a counter step made now is
+        then a step from a known value (a series whose first sample already reads 1 has no increase)."""
+        series = f'node_infiniband_link_downed_total{{instance="{host}:9100"}}'
+        found = self.query(f"count_over_time({series}[1m])")
+        return bool(found) and all(float(r["value"][1]) >= 2 for r in found)
+
     def query(self, promql: str) -> list[dict[str, Any]]:
         """An instant query, for the test's own checks (what Prometheus sees)."""
         data = urllib.parse.urlencode({"query": promql}).encode()

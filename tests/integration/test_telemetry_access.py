@@ -107,6 +107,8 @@ def test_with_the_mounted_credentials_a_rising_link_downed_counter_downs_the_lin
             test_telemetry.operator(cluster, tmp_path, secure.args()):
         wait_for("TelemetryUnavailable=False over TLS and basic auth",
                  lambda: telemetry_condition(custom_objects, name, "False"), timeout=60)
+        wait_for("Prometheus to hold the counter before the step",
+                 lambda: secure.prometheus.has_scraped(host), timeout=30)
         secure.exporter.link_downed(host, "mlx5_0")
         row, took = test_telemetry.timed(f"node {host} down by ib-link-downed",
                                          lambda: record(status_of(custom_objects, name), "node", host),
