@@ -20,8 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import test_chart
 import test_telemetry
-from clusterkit import Cluster, NodeFactory, wait_for
+import yaml
+from clusterkit import Cluster, NodeFactory, find_binaries_or_skip, wait_for
 from prometheus_harness import Exporter, PrometheusServer, Secured, find_prometheus_or_skip
 from test_telemetry import DEGRADE_BUDGET_S, RECOVER_AFTER_S, condition, record, status_of
 
@@ -213,3 +215,55 @@ def test_a_url_outside_the_allow_list_is_never_requested(
             assert target.requests == 0
     finally:
         target.stop()
+
+
+MOUNT = "/etc/fabricsched/prometheus"
+"""Where the chart mounts telemetry.prometheus.credentialsSecret; the test stands a folder in for it."""
+
+
+@pytest.fixture
+def helm(tmp_path: Path) -> test_chart.Helm:
+    found = find_binaries_or_skip("the chart's tests")
+    if found.helm is None:
+        pytest.skip("helm is not built; run `make tools`")
+    (tmp_path / "helm").mkdir()
+    return test_chart.Helm(found.helm, tmp_path / "helm")
+
+
+def test_fabricsched_run_configured_from_the_chart_queries_the_secured_prometheus(
+    secure: Secure, helm: test_chart.Helm, cluster: Cluster, custom_objects: Any, tmp_path: Path
+) -> None:
+    name = f"tla-chart-{uuid.uuid4().hex[:8]}"
+    access = {"basicAuth": {"username": USER, "passwordFile": f"{MOUNT}/password"},
+              "tls": {"caFile": f"{MOUNT}/ca.crt", "certFile": f"{MOUNT}/tls.crt",
+                      "keyFile": f"{MOUNT}/tls.key"}}
+    values = {
+        "telemetry": {"prometheus": {"allowedURLs": [secure.prometheus.url],
+                                     "credentialsSecret": "prom-creds"}},
+        "topology": {"create": True, "name": name, "nodeSelector": {"matchLabels": secure.selector},
+                     "health": {"recoverAfterSeconds": RECOVER_AFTER_S, "prometheus": {
+                         "url": secure.prometheus.url, "intervalSeconds": 1, "access": access}}},
+    }
+    docs = helm.render(values, "fabricsched-system")
+    pod = test_chart.one(docs, "Deployment")["spec"]["template"]["spec"]
+    container = next(c for c in pod["containers"] if c["name"] == "fabricsched")
+    mount = next(m for m in container["volumeMounts"] if m["name"] == "prometheus-credentials")
+    volume = next(v for v in pod["volumes"] if v["name"] == "prometheus-credentials")
+    assert (mount["mountPath"], mount["readOnly"]) == (MOUNT, True)
+    assert volume["secret"]["secretName"] == "prom-creds"
+    flags = [a for a in container["args"] if a.startswith("--prometheus-")]
+    assert flags == [f"--prometheus-allow-url={secure.prometheus.url}",
+                     f"--prometheus-credentials-dir={MOUNT}"]
+    # The Secret's keys as the kubelet projects them: one file each, in the folder standing in
+    # for the mount; the chart's paths point there.
+    here = str(secure.creds)
+    manifest = test_chart.one(docs, "FabricTopology")
+    text = yaml.safe_dump(manifest).replace(MOUNT, here)
+    custom_objects.create_cluster_custom_object(api.GROUP, api.VERSION, api.PLURAL, yaml.safe_load(text))
+    try:
+        with test_telemetry.operator(cluster, tmp_path, [f.replace(MOUNT, here) for f in flags]):
+            wait_for("TelemetryUnavailable=False with the chart's configuration",
+                     lambda: telemetry_condition(custom_objects, name, "False"), timeout=60)
+    finally:
+        with contextlib.suppress(Exception):
+            custom_objects.delete_cluster_custom_object(api.GROUP, api.VERSION, api.PLURAL, name)
