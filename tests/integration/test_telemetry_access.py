@@ -267,3 +267,26 @@ def test_fabricsched_run_configured_from_the_chart_queries_the_secured_prometheu
     finally:
         with contextlib.suppress(Exception):
             custom_objects.delete_cluster_custom_object(api.GROUP, api.VERSION, api.PLURAL, name)
+
+
+@pytest.mark.parametrize(("access", "complaint"), [
+    ({"headers": [{"name": "Authorization", "value": "Bearer x"}]}, "set by the client"),
+    ({"bearerTokenFile": "/etc/fabricsched/prometheus/../../../var/run/secrets/token"}, "may not contain .."),
+    ({"bearerTokenFile": "token"}, "should match"),
+    ({"tls": {"certFile": "/etc/fabricsched/prometheus/tls.crt"}}, "certFile and keyFile go together"),
+    ({"bearerTokenFile": "/a/t", "basicAuth": {"username": "u", "passwordFile": "/a/p"}},
+     "exclude each other"),
+], ids=["an Authorization header", "a path climbing out", "a relative path", "a certificate without its key",
+        "two kinds of credentials"])
+def test_the_api_server_refuses_bad_access_at_apply_time(
+    crds: None, custom_objects: Any, access: dict[str, Any], complaint: str
+) -> None:
+    from kubernetes.client import exceptions
+
+    manifest = test_telemetry.topology_manifest(f"tla-bad-{uuid.uuid4().hex[:8]}", {"x": "y"},
+                                                "http://prometheus.monitoring:9090")
+    manifest["spec"]["health"]["prometheus"]["access"] = access
+    with pytest.raises(exceptions.ApiException) as info:
+        custom_objects.create_cluster_custom_object(api.GROUP, api.VERSION, api.PLURAL, manifest)
+    assert info.value.status == 422
+    assert complaint in str(info.value.body)
