@@ -10,14 +10,17 @@ Two halves, kept apart on purpose:
   headers. ``Resolver.endpoint`` checks it against the policy and turns it into an ``Endpoint``
   (base URL, headers, TLS context) for one round of queries.
 
-Files are re-read when they change (a rotated Secret, a refreshed projected token) and at least
-every ``Resolver.max_age_s``; every read is bounded in size and refuses anything but a regular
-file, so a path naming a FIFO or a device can neither block nor flood the loop.
+Files are re-read when they change (a rotated Secret, a refreshed projected token), at least
+every ``Resolver.max_age_s``, and every round once a JWT token's ``exp`` has passed; every read
+is bounded in size and refuses anything but a regular file, so a path naming a FIFO or a device
+can neither block nor flood the loop.
 """
 
 from __future__ import annotations
 
 import base64
+import binascii
+import json
 import os
 import ssl
 import stat
@@ -161,6 +164,8 @@ class _Cached:
     signature: tuple[tuple[int, int, int, int], ...]
     read_at: float
     value: object
+    expires: float | None = None
+    """Wall-clock expiry of a JWT bearer token: past it, the file is read again each round."""
 
 
 @dataclass
@@ -169,6 +174,7 @@ class Resolver:
 
     policy: Policy = field(default_factory=Policy)
     clock: Callable[[], float] = time.monotonic
+    wall: Callable[[], float] = time.time
     max_age_s: float = 60.0
     _cache: dict[tuple[object, ...], _Cached] = field(default_factory=dict)
 
@@ -196,7 +202,7 @@ class Resolver:
             if not text or any(not (" " <= c <= "~") for c in text):
                 raise ValueError(f"the {what} must be one line of printable ASCII")
             return text
-        value = self._load((what, path), [path], parse)
+        value = self._load((what, path), [path], parse, jwt_expiry)
         assert isinstance(value, str)
         return value
 
@@ -221,14 +227,18 @@ class Resolver:
         return value
 
     def _load(self, key: tuple[object, ...], paths: list[str],
-              build: Callable[[list[tuple[Path, bytes]]], object]) -> object:
-        """``build`` over the files, cached while none of them changed and for ``max_age_s``."""
+              build: Callable[[list[tuple[Path, bytes]]], object],
+              expiry: Callable[[object], float | None] | None = None) -> object:
+        """``build`` over the files, cached while none of them changed, for ``max_age_s`` and
+        until the value's ``expiry`` (wall clock)."""
         now = self.clock()
         try:
             reals = [self.policy.check_file(p) for p in paths]
             signature = tuple(_signature(os.stat(real)) for real in reals)
             cached = self._cache.get(key)
-            if cached is not None and cached.signature == signature and now - cached.read_at < self.max_age_s:
+            unchanged = cached is not None and cached.signature == signature
+            if cached is not None and unchanged and now - cached.read_at < self.max_age_s \
+                    and (cached.expires is None or self.wall() < cached.expires):
                 return cached.value
             value = build([(real, read_bounded(real)) for real in reals])
         except FileNotFoundError as e:
@@ -238,8 +248,21 @@ class Resolver:
         except (OSError, ValueError, ssl.SSLError) as e:
             raise AccessError("CredentialsUnavailable", f"{clean(', '.join(paths), 200)}: "
                               f"{clean(str(e) or type(e).__name__, 200)}") from e
-        self._cache[key] = _Cached(signature, now, value)
+        self._cache[key] = _Cached(signature, now, value, expiry(value) if expiry is not None else None)
         return value
+
+
+def jwt_expiry(token: object) -> float | None:
+    """The ``exp`` claim of a JWT (a projected service-account token, an OIDC token), if any."""
+    parts = token.split(".") if isinstance(token, str) else []
+    if len(parts) != 3:
+        return None
+    try:
+        claims = json.loads(base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)))
+    except (ValueError, binascii.Error):
+        return None
+    exp = claims.get("exp") if isinstance(claims, dict) else None
+    return float(exp) if isinstance(exp, int | float) and not isinstance(exp, bool) else None
 
 
 def _signature(st: os.stat_result) -> tuple[int, int, int, int]:

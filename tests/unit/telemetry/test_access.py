@@ -3,6 +3,8 @@ resolver (credential files read, re-read on change, bounded, refused when outsid
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import ssl
 from pathlib import Path
@@ -200,3 +202,30 @@ def test_the_endpoint_repr_never_shows_the_credentials(tmp_path: Path) -> None:
 def test_the_access_model_refuses_bad_specs(spec: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         prom(**spec)
+
+
+def jwt(exp: float) -> str:
+    def part(obj: dict[str, Any]) -> str:
+        return base64.urlsafe_b64encode(json.dumps(obj).encode()).decode().rstrip("=")
+    return f"{part({'alg': 'none'})}.{part({'exp': exp})}.sig"
+
+
+def test_an_expired_jwt_is_read_again_even_when_the_file_looks_unchanged(tmp_path: Path) -> None:
+    creds = tmp_path / "creds"
+    creds.mkdir()
+    token = creds / "token"
+    old, new = jwt(1000.0), jwt(5000.0)
+    token.write_text(old)
+    wall = [999.0]
+    policy = access.Policy.parse(["http://prometheus.monitoring:9090"], [str(creds)])
+    r = access.Resolver(policy, clock=lambda: 0.0, wall=lambda: wall[0])
+    spec = prom(bearerTokenFile=str(token))
+    assert r.endpoint(spec).headers["Authorization"] == f"Bearer {old}"
+    stat = token.stat()
+    assert len(new) == len(old)
+    token.write_text(new)  # rewritten in place, same size and times: no visible change
+    os.utime(token, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert access.jwt_expiry(old) == 1000.0 and access.jwt_expiry("not.a-jwt") is None
+    assert r.endpoint(spec).headers["Authorization"] == f"Bearer {old}", "cached until it expires"
+    wall[0] = 1000.0
+    assert r.endpoint(spec).headers["Authorization"] == f"Bearer {new}"
