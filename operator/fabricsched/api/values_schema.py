@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from fabricsched.api import crd, topology
+from fabricsched.api import crd, health
 
 GENERATED = ("properties", "topology", "properties", "health")
 """Where in values.schema.json the generated schema goes."""
@@ -52,7 +52,7 @@ def draft07(node: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def health_schema() -> dict[str, Any]:
-    schema = draft07(crd.structural(topology.HealthSpec))
+    schema = draft07(crd.structural(health.HealthSpec))
     schema["description"] = ("FabricTopology spec.health (docs/topology.md, docs/telemetry.md); empty keeps "
                              "the CRD's defaults.")
     return schema
