@@ -37,6 +37,7 @@ from fabricsched.api import topology as api
 DEFAULT_CREDENTIALS_DIR = "/etc/fabricsched/prometheus"
 """Where the chart mounts the Secret named by ``telemetry.prometheus.credentialsSecret``."""
 MAX_FILE_BYTES = 64 * 1024
+MAX_CACHED = 256
 SCHEMES = {"http": 80, "https": 443}
 
 Reason = Literal["PrometheusNotAllowed", "CredentialsUnavailable"]
@@ -248,6 +249,8 @@ class Resolver:
         except (OSError, ValueError, ssl.SSLError) as e:
             raise AccessError("CredentialsUnavailable", f"{clean(', '.join(paths), 200)}: "
                               f"{clean(str(e) or type(e).__name__, 200)}") from e
+        if len(self._cache) >= MAX_CACHED:
+            self._cache.clear()  # specs that keep naming new files cannot grow the cache without end
         self._cache[key] = _Cached(signature, now, value, expiry(value) if expiry is not None else None)
         return value
 
