@@ -35,10 +35,13 @@ tools: ## build etcd, kube-apiserver, controller manager, scheduler, kubectl, he
 
 crds: $(VENV) ## regenerate the CRD YAML in crds/ from the pydantic models
 	$(PY) -m fabricsched.api.crd --write crds/
+	$(PY) -m fabricsched.api.crd --write charts/fabricsched/crds/
+	$(PY) -m fabricsched.api.values_schema --write charts/fabricsched/values.schema.json
 
-crds-check: $(VENV) ## check that crds/ and the chart's CRDs are what the pydantic models generate
+crds-check: $(VENV) ## check that crds/, the chart's CRDs and values schema are what the pydantic models generate
 	$(PY) -m fabricsched.api.crd --check crds/
 	$(PY) -m fabricsched.api.crd --check charts/fabricsched/crds/
+	$(PY) -m fabricsched.api.values_schema --check charts/fabricsched/values.schema.json
 
 examples: $(VENV) ## regenerate examples/demo-nodes.yaml and examples/demo-topology.yaml
 	$(PY) -m fabricsched.cluster.samples --write examples/

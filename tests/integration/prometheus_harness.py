@@ -4,29 +4,38 @@
 port counters labelled by leaf (``/switch``). ``PrometheusServer`` runs the distribution's
 ``prometheus`` binary on a free loopback port with its storage in a temporary folder and a 1 s
 scrape interval; each host is its own scrape target, relabelled so ``instance`` reads
-``host:9100`` as on a real node_exporter. Without the binary the tests skip (``apt-get install
-prometheus``); under ``CI=true`` they fail instead.
+``host:9100`` as on a real node_exporter. With ``Secured`` it serves HTTPS only, requires a
+client certificate from its CA and basic auth (``--web.config.file``); the harness's own calls
+then authenticate too. Without the binary the tests skip (``apt-get install prometheus``); under
+``CI=true`` they fail instead.
 """
 
 from __future__ import annotations
 
+import base64
+import datetime
+import json
 import os
 import shutil
 import socket
+import ssl
 import subprocess
 import threading
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import bcrypt
 import pytest
 import yaml
+
+from fabricsched.cluster import certs
 
 SCRAPE_INTERVAL_S = 1.0
 DEVICES = ("mlx5_0", "mlx5_1")
@@ -76,6 +85,7 @@ class Exporter:
         self._symbols = {(h, d): _Counter() for h in self.hosts for d in DEVICES}
         self._uplinks = {leaf: _Counter() for leaf in self.leaves}
         self.state = {(h, d): 4 for h in self.hosts for d in DEVICES}
+        self.downed = {(h, d): 0 for h in self.hosts for d in DEVICES}
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True, name="exporter")
 
@@ -96,6 +106,11 @@ class Exporter:
         with self._lock:
             self._symbols[(host, device)].set_rate(per_s, time.monotonic())
 
+    def link_downed(self, host: str, device: str) -> None:
+        """The port's link went down once (and came back: the counter steps by one)."""
+        with self._lock:
+            self.downed[(host, device)] += 1
+
     def uplink_errors(self, leaf: str, per_s: float) -> None:
         with self._lock:
             self._uplinks[leaf].set_rate(per_s, time.monotonic())
@@ -108,7 +123,8 @@ class Exporter:
                 lines.append(f'node_infiniband_symbol_error_total{{device="{d}",port="1"}} '
                              f"{self._symbols[(host, d)].value(now):.0f}")
             lines.append("# TYPE node_infiniband_link_downed_total counter")
-            lines += [f'node_infiniband_link_downed_total{{device="{d}",port="1"}} 0' for d in DEVICES]
+            lines += [f'node_infiniband_link_downed_total{{device="{d}",port="1"}} {self.downed[(host, d)]}'
+                      for d in DEVICES]
             lines.append("# TYPE node_infiniband_state_id gauge")
             lines += [f'node_infiniband_state_id{{device="{d}",port="1"}} {self.state[(host, d)]}'
                       for d in DEVICES]
@@ -153,20 +169,66 @@ class Exporter:
         return Handler
 
 
+@dataclass(frozen=True)
+class Secured:
+    """HTTPS with a client certificate required, and basic auth: a fresh CA, a serving
+    certificate for 127.0.0.1 and a client certificate (the control plane's PKI generator), and
+    bcrypt-hashed users in Prometheus' web configuration."""
+
+    pki: certs.Pki
+    users: Mapping[str, str]
+    """User name -> password."""
+
+    @classmethod
+    def create(cls, workdir: Path, users: Mapping[str, str]) -> Secured:
+        return cls(certs.generate(workdir / "pki", datetime.datetime.now(datetime.UTC)), dict(users))
+
+    def web_config(self) -> dict[str, Any]:
+        # Cost 4, bcrypt's least: Prometheus checks the hash on every request.
+        hashed = {u: bcrypt.hashpw(p.encode(), bcrypt.gensalt(rounds=4)).decode()
+                  for u, p in self.users.items()}
+        serving = self.pki.apiserver  # its names include 127.0.0.1
+        return {
+            "tls_server_config": {"cert_file": str(serving.cert), "key_file": str(serving.key),
+                                  "client_auth_type": "RequireAndVerifyClientCert",
+                                  "client_ca_file": str(self.pki.ca.cert)},
+            "basic_auth_users": hashed,
+        }
+
+    def client_context(self) -> ssl.SSLContext:
+        context = ssl.create_default_context(cafile=str(self.pki.ca.cert))
+        context.load_cert_chain(str(self.pki.admin.cert), str(self.pki.admin.key))
+        return context
+
+    def authorization(self) -> str:
+        user, password = next(iter(self.users.items()))
+        return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+
+
 class PrometheusServer:
     """``prometheus`` on a free loopback port, scraping ``exporter`` every second."""
 
-    def __init__(self, binary: Path, workdir: Path, exporter: Exporter) -> None:
+    def __init__(self, binary: Path, workdir: Path, exporter: Exporter,
+                 secured: Secured | None = None) -> None:
         self.binary = binary
         self.dir = workdir
         self.exporter = exporter
+        self.secured = secured
         self.port = free_port()
         self._proc: subprocess.Popen[bytes] | None = None
         self._log = workdir / "prometheus.log"
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{'https' if self.secured else 'http'}://127.0.0.1:{self.port}"
+
+    def _open(self, path: str, data: bytes | None = None, timeout: float = 5) -> Any:
+        request = urllib.request.Request(f"{self.url}{path}", data=data)
+        context = None
+        if self.secured is not None:
+            request.add_header("Authorization", self.secured.authorization())
+            context = self.secured.client_context()
+        return urllib.request.urlopen(request, timeout=timeout, context=context)
 
     def config(self) -> dict[str, Any]:
         hosts = [{"targets": [self.exporter.address], "labels": {"__param_host": h}}
@@ -189,6 +251,10 @@ class PrometheusServer:
         config.write_text(yaml.safe_dump(self.config()))
         argv = [str(self.binary), f"--config.file={config}", f"--storage.tsdb.path={self.dir / 'data'}",
                 f"--web.listen-address=127.0.0.1:{self.port}", "--log.level=warn"]
+        if self.secured is not None:
+            web = self.dir / "web.yml"
+            web.write_text(yaml.safe_dump(self.secured.web_config()))
+            argv.append(f"--web.config.file={web}")
         with self._log.open("ab") as log:
             self._proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=self.dir)
         deadline = time.monotonic() + 30
@@ -202,9 +268,9 @@ class PrometheusServer:
 
     def _ready(self) -> bool:
         try:
-            with urllib.request.urlopen(f"{self.url}/-/ready", timeout=1) as resp:
+            with self._open("/-/ready", timeout=1) as resp:
                 return bool(resp.status == 200)
-        except (urllib.error.URLError, OSError):
+        except (urllib.error.URLError, OSError, ssl.SSLError):
             return False
 
     def stop(self) -> None:
@@ -217,11 +283,16 @@ class PrometheusServer:
                 self._proc.wait()
         self._proc = None
 
+    def has_scraped(self, host: str) -> bool:
+        """Whether Prometheus holds two samples of the host's ports: a counter step made now is
+        then a step from a known value (a series whose first sample already reads 1 has no increase)."""
+        series = f'node_infiniband_link_downed_total{{instance="{host}:9100"}}'
+        found = self.query(f"count_over_time({series}[1m])")
+        return bool(found) and all(float(r["value"][1]) >= 2 for r in found)
+
     def query(self, promql: str) -> list[dict[str, Any]]:
         """An instant query, for the test's own checks (what Prometheus sees)."""
-        import json
-
         data = urllib.parse.urlencode({"query": promql}).encode()
-        with urllib.request.urlopen(f"{self.url}/api/v1/query", data=data, timeout=5) as resp:
+        with self._open("/api/v1/query", data=data) as resp:
             result: list[dict[str, Any]] = json.load(resp)["data"]["result"]
         return result

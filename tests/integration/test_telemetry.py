@@ -17,13 +17,14 @@ as an Indexed Job is seen to avoid the host its counters degraded.
 from __future__ import annotations
 
 import contextlib
+import os
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -82,13 +83,14 @@ def topology_manifest(name: str, selector: dict[str, str], prometheus_url: str) 
 
 
 @contextlib.contextmanager
-def operator(cluster: Cluster, workdir: Path) -> Iterator[subprocess.Popen[bytes]]:
-    """``fabricsched run`` against the test cluster on free ports, until the block ends."""
+def operator(cluster: Cluster, workdir: Path, args: Sequence[str] = ()) -> Iterator[subprocess.Popen[bytes]]:
+    """``fabricsched run`` against the test cluster on free ports, until the block ends; ``args``
+    are more flags (the Prometheus allow-list: without one no Prometheus is asked)."""
     health = f"127.0.0.1:{free_port()}"
     log = (workdir / "operator.log").open("wb")
     argv = [sys.executable, "-m", "fabricsched.cli", "run", f"--kubeconfig={cluster.kubeconfig}",
             f"--health-address={health}", f"--extender-address=127.0.0.1:{free_port()}",
-            f"--status-interval={STATUS_INTERVAL_S}"]
+            f"--status-interval={STATUS_INTERVAL_S}", *args]
     proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
 
     def ready() -> bool:
@@ -127,7 +129,7 @@ def fabric(cluster: Cluster, crds: None, node_factory: NodeFactory, custom_objec
     manifest = topology_manifest(name, node_factory.selector, prom.url)
     custom_objects.create_cluster_custom_object(api.GROUP, api.VERSION, api.PLURAL, manifest)
     try:
-        with operator(cluster, tmp_path):
+        with operator(cluster, tmp_path, [f"--prometheus-allow-url={prom.url}"]):
             yield {"name": name, "l1": l1, "l2": l2, "exporter": exporter, "prometheus": prom}
     finally:
         prom.stop()
@@ -258,6 +260,26 @@ def test_stopping_prometheus_sets_telemetry_unavailable_and_keeps_the_last_healt
              and c["status"] == "False", timeout=30)
 
 
+class TelemetryOperator(test_extender.Operator):
+    """test_extender's ``fabricsched run``, with the flag that allows the test's Prometheus."""
+
+    def __init__(self, kubeconfig: Path, log_dir: Path, extender_port: int, health_port: int,
+                 prometheus_url: str) -> None:
+        super().__init__(kubeconfig, log_dir, extender_port, health_port)
+        self.prometheus_url = prometheus_url
+
+    def start(self) -> None:
+        path = self.log_dir / f"fabricsched-run-{next(self.starts)}.log"
+        with path.open("wb") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "fabricsched.cli", "run", f"--kubeconfig={self.kubeconfig}",
+                 f"--extender-address=127.0.0.1:{self.extender_port}",
+                 f"--health-address=127.0.0.1:{self.health_port}",
+                 f"--prometheus-allow-url={self.prometheus_url}"],
+                stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        wait_for("fabricsched run ready", self._ready, timeout=60)
+
+
 @dataclass
 class Scheduled:
     """A control plane with the ``fabricsched`` kube-scheduler, telemetry on one leaf of 4 hosts."""
@@ -295,7 +317,7 @@ def scheduled(tmp_path: Path, repo_root: Path) -> Iterator[Scheduled]:
         name = f"tel-{uuid.uuid4().hex[:8]}"
         client.call("POST", f"/apis/{api.GROUP}/{api.VERSION}/{api.PLURAL}",
                     topology_manifest(name, factory.selector, prom.url))
-        operator = test_extender.Operator(plane.kubeconfig, tmp_path, extender_port, health_port)
+        operator = TelemetryOperator(plane.kubeconfig, tmp_path, extender_port, health_port, prom.url)
         stack.callback(operator.stop)
         operator.start()
         jobs = test_extender.Fabric(plane, client, operator, dict.fromkeys(hosts, "l01"),

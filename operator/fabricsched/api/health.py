@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from fabricsched.api import openapi
+from fabricsched.api import openapi, prometheus_access
 from fabricsched.api.base import WireModel
 
 Comparison = Literal[">", ">=", "<", "<=", "==", "!="]
@@ -110,8 +110,12 @@ class TelemetryRule(WireModel):
         return self
 
 
+OptInRule = Literal["roce-slow-restart", "roce-out-of-sequence", "roce-cnp-storm", "roce-pfc-pause"]
+"""Default rules evaluated only when ``defaultRules.include`` names them."""
+
+
 class DefaultRulesSpec(WireModel):
-    """The documented node_exporter InfiniBand rules (docs/telemetry.md), and how they name hosts."""
+    """The documented node_exporter port-counter rules (docs/telemetry.md), and how they name hosts."""
 
     enabled: bool = Field(default=True, description="Evaluate the default rules besides spec rules.")
     target_label: str = Field(
@@ -131,6 +135,12 @@ class DefaultRulesSpec(WireModel):
         default="5m", pattern=r"^[0-9]+(ms|s|m|h)$",
         description="Range of the rate() and increase() default queries (a PromQL duration).",
     )
+    include: list[OptInRule] = Field(
+        default_factory=list, max_length=4,
+        description="Opt-in default rules to evaluate too (RoCE fabrics, docs/telemetry.md): "
+        "roce-slow-restart, roce-out-of-sequence, roce-cnp-storm, roce-pfc-pause.",
+        json_schema_extra=openapi.extensions(list_type="set"),
+    )
 
 
 class PrometheusHealthSpec(WireModel):
@@ -144,6 +154,9 @@ class PrometheusHealthSpec(WireModel):
         default=30, ge=1, le=3600, description="Seconds between two evaluations of every rule."
     )
     timeout_seconds: int = Field(default=10, ge=1, le=300, description="Timeout of one query.")
+    access: prometheus_access.PrometheusAccessSpec | None = Field(
+        default=None, description="Credentials (as files of a mounted Secret), TLS and headers; unset: "
+        "plain requests.")
     default_rules: DefaultRulesSpec = Field(
         default_factory=DefaultRulesSpec, description="The documented node_exporter InfiniBand rules."
     )

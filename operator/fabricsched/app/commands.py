@@ -17,6 +17,7 @@ from typing import TypeVar
 from fabricsched.app import options as run_options
 from fabricsched.controller import health_server, kube, logs, runtime
 from fabricsched.extender import locality, service
+from fabricsched.telemetry import access
 
 _DEFAULTS = runtime.Options(kubeconfig=None)
 _EXTENDER = service.ServiceOptions()
@@ -59,6 +60,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     run.add_argument("--locality-tolerance", type=float, default=_EXTENDER.locality_wait.tolerance,
                      metavar="FRACTION",
                      help="a placement within floor x (1 + FRACTION) starts at once (default: %(default)s)")
+    run.add_argument("--prometheus-allow-url", action="append", default=[], metavar="PREFIX",
+                     help="a Prometheus URL prefix topologies may name in spec.health.prometheus.url "
+                          "(http or https; repeat for more); a topology naming another URL is never "
+                          "queried (default: none, telemetry off; see docs/telemetry.md)")
+    run.add_argument("--prometheus-credentials-dir", action="append", default=None, metavar="DIR",
+                     help="a directory spec.health.prometheus.access files may lie in (repeatable; "
+                          f"default: {access.DEFAULT_CREDENTIALS_DIR})")
     run.add_argument("--verbose", action="store_true", help="debug logs, kopf's included")
     run.set_defaults(handler=_run)
 
@@ -91,6 +99,8 @@ def options_from(args: argparse.Namespace) -> run_options.RunOptions:
             health_address=args.health_address,
             events_namespace=args.events_namespace,
             status_interval_s=args.status_interval,
+            prometheus=_flagged("--prometheus-allow-url", lambda: access.Policy.parse(
+                args.prometheus_allow_url, args.prometheus_credentials_dir)),
         ),
         extender=_extender_options(args),
         leases=_flagged("--namespace-for-leases", lambda: run_options.LeaseOptions(args.lease_namespace)),

@@ -15,6 +15,7 @@ from pathlib import Path
 from kubernetes import client
 
 from fabricsched.controller import events, metrics, state
+from fabricsched.telemetry import access
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,8 @@ class Options:
     """At most one status PATCH per FabricTopology per this many seconds."""
     tick_interval_s: float = 1.0
     """How often due health recoveries are applied (the hysteresis clock)."""
+    prometheus: access.Policy = field(default_factory=access.Policy)
+    """Prometheus URLs topologies may name, and where their credential files may lie."""
 
 
 @dataclass

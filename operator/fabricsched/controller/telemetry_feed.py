@@ -83,12 +83,12 @@ def _wanted(cluster: state.ClusterState) -> set[str]:
 async def run(rt: runtime.Runtime, client: prometheus.PrometheusClient | None = None,
               poll_s: float = 0.5) -> None:
     """Keep one poller per topology with ``spec.health.prometheus`` until cancelled."""
-    client = client or prometheus.PrometheusClient()
+    client = client or prometheus.PrometheusClient(rt.options.prometheus)
 
     async def one(name: str) -> None:
         tname = ids.TopologyName(name)
         try:
-            await poller.TopologyPoller(name, TopologySink(rt, tname), client.query, rt.clock).run()
+            await poller.TopologyPoller(name, TopologySink(rt, tname), client, rt.clock).run()
         finally:
             _stopped(rt.state, tname)
 

@@ -1,7 +1,9 @@
 """Runs one topology's telemetry rules on an interval and hands the findings to the operator.
 
 Flow of one round (``TopologyPoller.evaluate_once``): read the topology's current spec from the
-``Sink`` -> compile its rules -> query Prometheus, all rules at once -> ``rules.evaluate`` ->
+``Sink`` -> resolve its endpoint under the operator's policy (a URL not allowed or an unreadable
+credentials file stops the round before any request) -> compile its rules -> query Prometheus,
+all rules at once -> ``rules.evaluate`` ->
 ``rules.Damper`` -> ``Sink.feed`` with every ``prometheus`` finding (in full: the tracker replaces
 the source's findings) -> ``Sink.report`` when telemetry became (un)available.
 
@@ -22,13 +24,26 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from fabricsched.api import topology as api
-from fabricsched.telemetry import prometheus, rules
+from fabricsched.telemetry import access, prometheus, rules
 from fabricsched.topology import health
 
 logger = logging.getLogger(__name__)
 
-Query = Callable[[str, str, float], Awaitable[list[rules.Sample]]]
-"""(base URL, PromQL, timeout seconds) -> samples; raises ``prometheus.TelemetryError``."""
+MAX_PROBLEM_CHARS = 2048
+"""Bound on the condition message: every rule failing the same way is said once."""
+
+
+class Client(Protocol):
+    """What the poller needs of ``prometheus.PrometheusClient``."""
+
+    def endpoint(self, prom: api.PrometheusHealthSpec) -> access.Endpoint:
+        """Raises ``prometheus.TelemetryError`` (kind ``config``): nothing may be asked."""
+
+    async def query(self, endpoint: access.Endpoint, promql: str, timeout_s: float) -> list[rules.Sample]:
+        """Raises ``prometheus.TelemetryError``."""
+
+    def forget_credentials(self) -> None:
+        """Prometheus refused the credentials: read them afresh next round."""
 
 
 @dataclass(frozen=True)
@@ -38,7 +53,8 @@ class Availability:
     problem: str | None
     """None: every query succeeded; else what failed, for the condition and the Event."""
     reason: str
-    """CamelCase: QueriesSucceeded, PrometheusUnreachable, QueryFailed or InvalidRule."""
+    """CamelCase: QueriesSucceeded, PrometheusUnreachable, PrometheusUnauthorized,
+    PrometheusNotAllowed, CredentialsUnavailable, QueryFailed or InvalidRule."""
 
     @property
     def available(self) -> bool:
@@ -70,11 +86,11 @@ class Sink(Protocol):
 class TopologyPoller:
     """One topology's rounds. ``clock`` dates readings (the tracker's clock); ``sleep`` waits."""
 
-    def __init__(self, name: str, sink: Sink, query: Query, clock: Callable[[], float],
+    def __init__(self, name: str, sink: Sink, client: Client, clock: Callable[[], float],
                  sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
         self.name = name
         self._sink = sink
-        self._query = query
+        self._client = client
         self._clock = clock
         self._sleep = sleep
         self._damper: rules.Damper | None = None
@@ -98,19 +114,25 @@ class TopologyPoller:
         prom = spec.health.prometheus if spec is not None else None
         if spec is None or prom is None:
             return None
+        try:
+            endpoint = self._client.endpoint(prom)
+        except prometheus.TelemetryError as e:
+            # Nothing was asked: the last known health stays, as when Prometheus is away.
+            self._set_availability(Availability(e.message, e.reason or "PrometheusNotAllowed"))
+            return float(prom.interval_seconds)
         compiled = self._rules(spec)
         damper = self._damper_for(prom, compiled)
-        problems: list[str] = []
+        problems: list[tuple[str, str]] = []
         usable = []
         tiers = {t.name for t in spec.tiers}
         for rule in compiled:
             if rule.target == "domain" and rule.tier not in tiers:
-                problems.append(f"rule {rule.name}: tier {rule.tier} is not one of spec.tiers")
+                problems.append((rule.name, f"tier {rule.tier} is not one of spec.tiers"))
             else:
                 usable.append(rule)
         now = self._clock()
         answers = await asyncio.gather(
-            *(self._query(prom.url, r.query, float(prom.timeout_seconds)) for r in usable),
+            *(self._client.query(endpoint, r.query, float(prom.timeout_seconds)) for r in usable),
             return_exceptions=True,
         )
         rails = rules.RailMap.of(spec)
@@ -119,7 +141,7 @@ class TopologyPoller:
         for rule, answer in zip(usable, answers, strict=True):
             if isinstance(answer, prometheus.TelemetryError):
                 failed.append(answer)
-                problems.append(f"rule {rule.name}: {answer.message}")
+                problems.append((rule.name, answer.message))
                 continue
             if isinstance(answer, BaseException):
                 raise answer
@@ -127,11 +149,14 @@ class TopologyPoller:
             readings = self._known_only(rule, evaluation, known)
             damper.observe(now, rule, readings)
         unreachable = bool(usable) and len(failed) == len(usable) and all(
-            e.kind in ("unreachable", "http") for e in failed)
+            e.kind in ("unreachable", "http", "auth") for e in failed)
+        refused = unreachable and any(e.kind == "auth" for e in failed)
+        if refused:
+            self._client.forget_credentials()
         self.unreachable_rounds = self.unreachable_rounds + 1 if unreachable else 0
         if not unreachable:
             self._sink.feed(damper.observations())
-        self._set_availability(_availability(problems, unreachable, bool(failed)))
+        self._set_availability(_availability(problems, unreachable, refused, bool(failed)))
         return prometheus.Backoff(float(prom.interval_seconds)).delay(self.unreachable_rounds)
 
     def _rules(self, spec: api.FabricTopologySpec) -> list[rules.Rule]:
@@ -179,13 +204,25 @@ class TopologyPoller:
             self._sink.report(availability)
 
 
-def _availability(problems: list[str], unreachable: bool, failed: bool) -> Availability:
+def _availability(problems: list[tuple[str, str]], unreachable: bool, refused: bool,
+                  failed: bool) -> Availability:
     if not problems:
         return OK
-    text = "; ".join(problems)
+    text = describe(problems)
     if unreachable:
-        return Availability(text, "PrometheusUnreachable")
+        return Availability(text, "PrometheusUnauthorized" if refused else "PrometheusUnreachable")
     return Availability(text, "QueryFailed" if failed else "InvalidRule")
+
+
+def describe(problems: list[tuple[str, str]]) -> str:
+    """``rule a, b: message; rule c: other``: one entry per distinct message, rule names in
+    order of appearance, the whole bounded (an unreachable server is one message, not 12)."""
+    by_message: dict[str, list[str]] = {}
+    for rule, message in problems:
+        by_message.setdefault(message, []).append(rule)
+    parts = [f"rule{'s' if len(names) > 1 else ''} {', '.join(names)}: {message}"
+             for message, names in by_message.items()]
+    return access.clean("; ".join(parts), MAX_PROBLEM_CHARS)
 
 
 class Supervisor:

@@ -1,37 +1,51 @@
 """The Prometheus HTTP API, the one call telemetry needs: an instant query (``/api/v1/query``).
 
-Every failure becomes a ``TelemetryError`` naming what went wrong (unreachable, an HTTP status,
-a PromQL error, an unreadable answer), so the poller can report it in the
-``TelemetryUnavailable`` condition without knowing aiohttp. ``Backoff`` spaces retries.
+``PrometheusClient.endpoint`` turns a topology's ``spec.health.prometheus`` into an
+``access.Endpoint`` under the operator's ``access.Policy`` (allowed URLs, credential files);
+``query`` asks it. Every failure becomes a ``TelemetryError`` naming what went wrong (not
+allowed, credentials unreadable, unreachable, refused with 401/403, another HTTP status, a
+PromQL error, an unreadable answer) in a bounded, printable message, so the poller can report it
+in the ``TelemetryUnavailable`` condition without knowing aiohttp. ``Backoff`` spaces retries.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import aiohttp
 
-from fabricsched.telemetry import rules
+from fabricsched.api import topology as api
+from fabricsched.telemetry import access, rules
 
-ErrorKind = Literal["unreachable", "http", "query", "response"]
+MAX_ANSWER_BYTES = 64 * 1024 * 1024
+"""Bound on one answer: 5,000 hosts x 8 ports is about 8 MB of JSON."""
+
+ErrorKind = Literal["config", "unreachable", "auth", "http", "query", "response"]
+"""config: the policy refuses the URL or a credential file is unreadable (nothing was sent);
+auth: Prometheus answered 401 or 403."""
 
 
 class TelemetryError(Exception):
-    """A query that produced no result: Prometheus unreachable, or the query refused."""
+    """A query that produced no result: not allowed, Prometheus unreachable, or the query refused."""
 
-    def __init__(self, kind: ErrorKind, message: str) -> None:
+    def __init__(self, kind: ErrorKind, message: str, reason: str | None = None) -> None:
         super().__init__(message)
         self.kind = kind
         self.message = message
+        self.reason = reason
+        """CamelCase condition reason for ``config`` errors (``access.Reason``)."""
 
 
 class PrometheusClient:
     """Instant queries over one aiohttp session (``close`` it, or use ``async with``)."""
 
-    def __init__(self, session: aiohttp.ClientSession | None = None) -> None:
+    def __init__(self, policy: access.Policy | None = None, session: aiohttp.ClientSession | None = None,
+                 resolver: access.Resolver | None = None) -> None:
+        self._resolver = resolver or access.Resolver(policy or access.Policy())
         self._session = session
         self._own = session is None
 
@@ -48,29 +62,61 @@ class PrometheusClient:
 
     def _client(self) -> aiohttp.ClientSession:
         if self._session is None:
-            self._session = aiohttp.ClientSession()
+            # No proxy from the environment, no cookies kept between topologies.
+            self._session = aiohttp.ClientSession(trust_env=False, cookie_jar=aiohttp.DummyCookieJar())
         return self._session
 
-    async def query(self, base_url: str, promql: str, timeout_s: float) -> list[rules.Sample]:
+    def endpoint(self, prom: api.PrometheusHealthSpec) -> access.Endpoint:
+        """Where and how to ask this topology's Prometheus; raises ``TelemetryError`` (kind
+        ``config``) when the policy refuses it or a credentials file cannot be read."""
+        try:
+            return self._resolver.endpoint(prom)
+        except access.AccessError as e:
+            raise TelemetryError("config", e.message, e.reason) from e
+
+    async def query(self, endpoint: access.Endpoint, promql: str, timeout_s: float) -> list[rules.Sample]:
         """The query's result at the server's now: a vector (one sample per series) or a scalar
         (one sample without labels). Raises ``TelemetryError``."""
-        url = base_url.rstrip("/") + "/api/v1/query"
+        url = endpoint.url + "/api/v1/query"
         # POST with a form body: long PromQL would not fit a URL, and Prometheus accepts both.
         form = {"query": promql, "timeout": f"{timeout_s:g}s"}
         try:
-            async with self._client().post(url, data=form,
+            # No redirects: an allowed Prometheus must not bounce the operator to another host.
+            async with self._client().post(url, data=form, headers=dict(endpoint.headers),
+                                           ssl=endpoint.tls if endpoint.tls is not None else True,
+                                           allow_redirects=False,
                                            timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
+                if 300 <= resp.status < 400 or resp.status in (401, 403):
+                    raise _status_error(url, resp.status, resp.reason)
+                raw = await resp.content.read(MAX_ANSWER_BYTES + 1)
+                if len(raw) > MAX_ANSWER_BYTES:
+                    raise TelemetryError("response",
+                                         f"{url}: the answer is larger than {MAX_ANSWER_BYTES} bytes")
                 try:
-                    body = await resp.json(content_type=None)
+                    body = json.loads(raw)
                 except ValueError:
                     body = None
                 if resp.status >= 400 and not _is_error_body(body):
-                    raise TelemetryError("http", f"{url}: HTTP {resp.status} {resp.reason or ''}".strip())
+                    raise _status_error(url, resp.status, resp.reason)
         except TelemetryError:
             raise
         except (aiohttp.ClientError, TimeoutError, OSError) as e:
             raise TelemetryError("unreachable", f"{url}: {_describe(e)}") from e
         return parse_response(body)
+
+    def forget_credentials(self) -> None:
+        """Re-read every credentials file on the next round (after a 401: a rotated Secret)."""
+        self._resolver.forget()
+
+
+def _status_error(url: str, status: int, phrase: str | None) -> TelemetryError:
+    text = f"{url}: HTTP {status} {access.clean(phrase or '', 60)}".strip()
+    if status in (401, 403):
+        return TelemetryError("auth", f"{text}: check spec.health.prometheus.access and the mounted "
+                              "credentials")
+    if 300 <= status < 400:
+        return TelemetryError("http", f"{text}: redirects are not followed; name the final URL")
+    return TelemetryError("http", text)
 
 
 def _is_error_body(body: Any) -> bool:
@@ -80,7 +126,7 @@ def _is_error_body(body: Any) -> bool:
 def _describe(e: BaseException) -> str:
     if isinstance(e, TimeoutError | asyncio.TimeoutError):
         return "timed out"
-    return str(e) or type(e).__name__
+    return access.clean(str(e) or type(e).__name__, 300)
 
 
 def parse_response(body: Any) -> list[rules.Sample]:
@@ -88,8 +134,8 @@ def parse_response(body: Any) -> list[rules.Sample]:
     if not isinstance(body, Mapping):
         raise TelemetryError("response", "the answer is not a JSON object")
     if body.get("status") == "error":
-        kind = body.get("errorType") or "error"
-        raise TelemetryError("query", f"{kind}: {body.get('error') or 'no message'}")
+        kind = access.clean(str(body.get("errorType") or "error"), 40)
+        raise TelemetryError("query", f"{kind}: {access.clean(str(body.get('error') or 'no message'), 300)}")
     data = body.get("data")
     if body.get("status") != "success" or not isinstance(data, Mapping):
         raise TelemetryError("response", "the answer has no data")

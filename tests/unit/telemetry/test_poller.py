@@ -1,6 +1,6 @@
 """One topology's rounds: rules -> damper -> tracker, failures, backoff, rails, the supervisor.
 
-The Prometheus side is a stand-in ``Query`` (the HTTP client has its own tests); the health
+The Prometheus side is a stand-in ``poller.Client`` (the HTTP client has its own tests); the health
 side is the real ``HealthTracker`` and ``FabricIndex``, so capacities are the ones status shows.
 """
 
@@ -15,7 +15,7 @@ from telemetry_builders import make_spec
 
 import builders
 from fabricsched.api import topology as api
-from fabricsched.telemetry import poller, prometheus, rules
+from fabricsched.telemetry import access, poller, prometheus, rules
 from fabricsched.topology import fabric, health, index
 
 H = fabric.HealthState
@@ -24,18 +24,32 @@ DEVICES = ["mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"]
 
 
 class FakePrometheus:
-    """Answers each query from ``series[promql]`` (a list of (labels, value)); ``down`` refuses all."""
+    """Answers each query from ``series[promql]`` (a list of (labels, value)); ``down`` refuses all,
+    ``refused`` answers 401. Endpoints come from the real client under a policy allowing the
+    builders' ``http://prom:9090``."""
 
-    def __init__(self) -> None:
+    def __init__(self, allow: tuple[str, ...] = ("http://prom:9090",)) -> None:
         self.series: dict[str, list[tuple[dict[str, str], float]]] = {}
         self.down = False
+        self.refused = False
         self.broken: set[str] = set()
         self.asked: list[str] = []
+        self.forgotten = 0
+        self._real = prometheus.PrometheusClient(access.Policy.parse(allow))
 
-    async def query(self, url: str, promql: str, timeout_s: float) -> list[rules.Sample]:
+    def endpoint(self, prom: api.PrometheusHealthSpec) -> access.Endpoint:
+        return self._real.endpoint(prom)
+
+    def forget_credentials(self) -> None:
+        self.forgotten += 1
+
+    async def query(self, endpoint: access.Endpoint, promql: str, timeout_s: float) -> list[rules.Sample]:
         self.asked.append(promql)
+        url = endpoint.url
         if self.down:
             raise prometheus.TelemetryError("unreachable", f"{url}: connection refused")
+        if self.refused:
+            raise prometheus.TelemetryError("auth", f"{url}/api/v1/query: HTTP 401 Unauthorized")
         if promql in self.broken:
             raise prometheus.TelemetryError("query", "bad_data: parse error")
         return [rules.Sample(labels, value) for labels, value in self.series.get(promql, [])]
@@ -84,7 +98,7 @@ class FakeSink:
 
 
 def make_poller(sink: FakeSink, prom: FakePrometheus) -> poller.TopologyPoller:
-    return poller.TopologyPoller("ib", sink, prom.query, clock=lambda: sink.now)
+    return poller.TopologyPoller("ib", sink, prom, clock=lambda: sink.now)
 
 
 def rounds(p: poller.TopologyPoller, sink: FakeSink, count: int, step: float = 30.0) -> list[float | None]:
@@ -232,3 +246,48 @@ def test_the_supervisor_runs_one_poller_per_wanted_topology() -> None:
         assert sup.running == set()
 
     asyncio.run(main())
+
+
+def test_a_url_the_operator_does_not_allow_is_never_asked_and_the_last_health_stays() -> None:
+    sink, prom = FakeSink(spec(ERRORS)), FakePrometheus()
+    p = make_poller(sink, prom)
+    prom.series["errors"] = [({"instance": "h1"}, 7.0)]
+    rounds(p, sink, 2)
+    asked, feeds = len(prom.asked), sink.feeds
+    sink.current = make_spec([ERRORS], defaultRules={"enabled": False}, intervalSeconds=30,
+                             url="http://10.0.0.1:10250")
+    assert rounds(p, sink, 3, step=1000.0) == [30.0] * 3
+    assert len(prom.asked) == asked and sink.feeds == feeds, "no request, nothing fed"
+    assert sink.host("h1") == (H.DEGRADED, 0.5)
+    assert sink.reports[-1].reason == "PrometheusNotAllowed"
+    assert "http://10.0.0.1:10250 is not allowed" in (sink.reports[-1].problem or "")
+
+
+def test_a_missing_token_file_is_reported_and_nothing_is_asked() -> None:
+    sink = FakeSink(make_spec([ERRORS], defaultRules={"enabled": False},
+                              access={"bearerTokenFile": "/etc/fabricsched/prometheus/no-such-token"}))
+    prom = FakePrometheus()
+    rounds(make_poller(sink, prom), sink, 1)
+    assert prom.asked == []
+    assert sink.reports[-1].reason == "CredentialsUnavailable"
+    assert "no-such-token does not exist" in (sink.reports[-1].problem or "")
+
+
+def test_refused_credentials_say_401_once_for_every_rule_and_are_read_afresh() -> None:
+    other = {"name": "other", "query": "other", "threshold": 0}
+    sink, prom = FakeSink(spec(ERRORS, other)), FakePrometheus()
+    p = make_poller(sink, prom)
+    prom.refused = True
+    assert rounds(p, sink, 2) == [30.0, 60.0]
+    report = sink.reports[-1]
+    assert report.reason == "PrometheusUnauthorized"
+    assert report.problem == "rules errors, other: http://prom:9090/api/v1/query: HTTP 401 Unauthorized"
+    assert prom.forgotten == 2
+    prom.refused = False
+    rounds(p, sink, 1)
+    assert sink.reports[-1] == poller.OK
+
+
+def test_the_problem_message_is_bounded() -> None:
+    problems = [(f"rule-{i}", f"error {i} " + "x" * 500) for i in range(64)]
+    assert len(poller.describe(problems)) <= poller.MAX_PROBLEM_CHARS

@@ -161,9 +161,11 @@ def test_a_rail_labelled_host_rule_concerns_one_rail_and_ignores_other_nics() ->
 def test_default_rules_use_node_exporter_infiniband_metrics_and_the_expected_rate() -> None:
     spec = make_spec(defaultRules={"selector": 'job="node"', "window": "2m"})
     by_name = {r.name: r for r in rules.compile_rules(spec)}
-    assert set(by_name) == {"ib-symbol-errors", "ib-link-downed", "ib-port-not-active", "ib-link-rate"}
+    assert set(by_name) == {"ib-symbol-errors", "ib-link-downed", "ib-port-not-active", "ib-link-rate",
+                            "ib-link-integrity-errors", "ib-buffer-overrun-errors", "ib-link-error-recovery",
+                            "ib-port-receive-errors", "ib-port-transmit-discards"}
     symbols = by_name["ib-symbol-errors"]
-    assert symbols.query == 'rate(node_infiniband_symbol_error_total{job="node"}[2m]) * 60'
+    assert symbols.query == 'rate(node_infiniband_symbol_error_total{job="node"}[2m]) * 3600'
     assert by_name["ib-link-downed"].query == 'increase(node_infiniband_link_downed_total{job="node"}[2m])'
     assert (by_name["ib-port-not-active"].comparison, by_name["ib-port-not-active"].threshold) == ("!=", 4)
     assert by_name["ib-port-not-active"].state is fabric.HealthState.DOWN
@@ -173,6 +175,55 @@ def test_default_rules_use_node_exporter_infiniband_metrics_and_the_expected_rat
     assert all(r.rail_label == "device" and r.target_name({"instance": "gpu-3:9100"}) == "gpu-3"
                for r in by_name.values())
     assert defaults.expected_rate_bytes(spec) == 50e9
+
+
+# The published thresholds (docs/telemetry.md names each source): the rule, a value just past
+# it, a value just under it (both as the query reads them: per hour, per minute or per second),
+# and the state it sets.
+PUBLISHED = [
+    ("ib-link-downed", 'increase(node_infiniband_link_downed_total[5m])', 1, 0, "down"),
+    ("ib-link-integrity-errors", 'increase(node_infiniband_local_link_integrity_errors_total[5m])', 1, 0,
+     "down"),
+    ("ib-buffer-overrun-errors", 'increase(node_infiniband_excessive_buffer_overrun_errors_total[5m])', 1, 0,
+     "down"),
+    ("ib-port-not-active", "node_infiniband_state_id", 1, 4, "down"),
+    ("ib-symbol-errors", "rate(node_infiniband_symbol_error_total[5m]) * 3600", 121, 120, "degraded"),
+    ("ib-link-error-recovery", "rate(node_infiniband_link_error_recovery_total[5m]) * 60", 5.1, 5,
+     "degraded"),
+    ("ib-port-receive-errors", "rate(node_infiniband_port_errors_received_total[5m])", 10.1, 10, "degraded"),
+    ("ib-port-transmit-discards", "rate(node_infiniband_port_discards_transmitted_total[5m])", 101, 100,
+     "degraded"),
+    ("roce-slow-restart", "rate(node_infiniband_roce_slow_restart_total[5m])", 10.1, 10, "degraded"),
+    ("roce-out-of-sequence", "rate(node_infiniband_out_of_sequence_packets_received_total[5m])", 101, 100,
+     "degraded"),
+    ("roce-cnp-storm", "rate(node_infiniband_rp_cnp_packets_handled_total[5m])", 20001, 20000, "degraded"),
+    ("roce-pfc-pause", "rate(node_ethtool_received_prio3_pause[5m])", 1001, 1000, "degraded"),
+]
+
+
+@pytest.mark.parametrize(("name", "query", "bad", "good", "state"), PUBLISHED, ids=[p[0] for p in PUBLISHED])
+def test_each_default_rule_fires_just_past_its_published_threshold(
+        name: str, query: str, bad: float, good: float, state: str) -> None:
+    spec = make_spec(defaultRules={"include": ["roce-slow-restart", "roce-out-of-sequence", "roce-cnp-storm",
+                                               "roce-pfc-pause"]})
+    rule = {r.name: r for r in rules.compile_rules(spec)}[name]
+    assert rule.query == query
+    assert rule.fires(bad) and not rule.fires(good)
+    assert rule.state is fabric.HealthState(state)
+
+
+def test_the_roce_rules_are_opt_in() -> None:
+    names = {r.name for r in rules.compile_rules(make_spec())}
+    assert not {n for n in names if n.startswith("roce-")}
+    with pytest.raises(ValidationError):
+        make_spec(defaultRules={"include": ["roce-everything"]})
+
+
+def test_the_pfc_rule_reads_the_whole_host_since_ethtool_names_the_netdev_not_the_rdma_device() -> None:
+    spec = make_spec(rails=2, rail_devices=["mlx5_0", "mlx5_1"], defaultRules={"include": ["roce-pfc-pause"]})
+    rule = {r.name: r for r in rules.compile_rules(spec)}["roce-pfc-pause"]
+    result = rules.evaluate(rule, [sample(5000, instance="h1:9100", device="eth2")], rules.RailMap.of(spec))
+    assert set(result.readings) == {NODE("h1", None)}
 
 
 def test_a_spec_rule_named_like_a_default_replaces_it_and_defaults_can_be_switched_off() -> None:
