@@ -22,6 +22,13 @@ DISABLED_ADMISSION_PLUGINS = ("TaintNodesByCondition",)
 DISABLED_CONTROLLERS = ("node-lifecycle-controller", "taint-eviction-controller")
 """Without kubelet heartbeats these would mark every node unreachable and evict its pods."""
 
+FEATURE_GATES: Mapping[str, bool] = {"GenericWorkload": True}
+"""On for every component: the native gang API (Workload, PodGroup). ``WorkloadWithJob`` (alpha)
+stays off, so a plain Job gets no PodGroup and keeps being a gang by fabricsched's own rules."""
+
+RUNTIME_CONFIG = ("scheduling.k8s.io/v1beta1=true",)
+"""Beta APIs are not served by default: Workload and PodGroup live in scheduling.k8s.io/v1beta1."""
+
 DEFAULT_SCHEDULER_NAME = "default-scheduler"
 
 DEFAULT_SCHEDULER_TEMPLATE = """\
@@ -117,6 +124,10 @@ class Ports:
                 "schedulers": dict(self.schedulers)}
 
 
+def feature_gates_flag(gates: Mapping[str, bool] = FEATURE_GATES) -> str:
+    return "--feature-gates=" + ",".join(f"{name}={str(on).lower()}" for name, on in sorted(gates.items()))
+
+
 def etcd(bins: binaries.Binaries, layout: Layout, ports: Ports) -> list[str]:
     client = f"http://127.0.0.1:{ports.etcd_client}"
     peer = f"http://127.0.0.1:{ports.etcd_peer}"
@@ -141,6 +152,9 @@ def apiserver(bins: binaries.Binaries, layout: Layout, ports: Ports, pki: certs.
         f"--etcd-servers=http://127.0.0.1:{ports.etcd_client}",
         "--bind-address=127.0.0.1",
         "--advertise-address=127.0.0.1",
+        # Since 1.37 the endpoint reconciler refuses a loopback address; nothing in this cluster
+        # reaches the API server through the `kubernetes` Service's endpoints anyway.
+        "--endpoint-reconciler-type=none",
         f"--secure-port={ports.apiserver}",
         f"--tls-cert-file={pki.apiserver.cert}",
         f"--tls-private-key-file={pki.apiserver.key}",
@@ -153,6 +167,8 @@ def apiserver(bins: binaries.Binaries, layout: Layout, ports: Ports, pki: certs.
         f"--disable-admission-plugins={','.join(DISABLED_ADMISSION_PLUGINS)}",
         "--allow-privileged=true",
         "--profiling=false",
+        feature_gates_flag(),
+        f"--runtime-config={','.join(RUNTIME_CONFIG)}",
     ]
 
 
@@ -178,6 +194,7 @@ def controller_manager(bins: binaries.Binaries, layout: Layout, ports: Ports,
         # Tests create Jobs and wait for their pods: the default 20 QPS is the bottleneck.
         "--kube-api-qps=100",
         "--kube-api-burst=200",
+        feature_gates_flag(),
     ]
 
 
@@ -190,6 +207,7 @@ def scheduler(bins: binaries.Binaries, layout: Layout, ports: Ports, spec: Sched
         f"--authorization-kubeconfig={config}",
         "--bind-address=127.0.0.1",
         f"--secure-port={ports.schedulers[spec.name]}",
+        feature_gates_flag(),
     ]
 
 
