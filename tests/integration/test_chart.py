@@ -34,7 +34,7 @@ from clusterkit import find_binaries_or_skip, stop_process
 
 from fabricsched.api import topology as api
 from fabricsched.cluster import binaries
-from fabricsched.extender import schedconfig
+from fabricsched.api import schedconfig
 
 pytestmark = pytest.mark.integration
 
