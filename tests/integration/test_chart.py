@@ -32,9 +32,9 @@ import pytest
 import yaml
 from clusterkit import find_binaries_or_skip, stop_process
 
+from fabricsched.api import schedconfig
 from fabricsched.api import topology as api
 from fabricsched.cluster import binaries
-from fabricsched.api import schedconfig
 
 pytestmark = pytest.mark.integration
 
@@ -266,7 +266,8 @@ def test_scheduler_config_is_the_python_rendering_of_the_shared_template(helm: H
 
 
 def _scheduler_image(helm: Helm, values: Mapping[str, Any], kube_version: str) -> str:
-    pod = one(helm.render(values, "fabricsched-system", kube_version), "Deployment")["spec"]["template"]["spec"]
+    deployment = one(helm.render(values, "fabricsched-system", kube_version), "Deployment")
+    pod = deployment["spec"]["template"]["spec"]
     return str({c["name"]: c for c in pod["containers"]}["kube-scheduler"]["image"])
 
 
@@ -287,10 +288,10 @@ def test_an_explicit_scheduler_tag_wins_over_the_cluster_version(helm: Helm) -> 
     ({}, ("nvidia.com/gpu",)),
     ({"topology": {"gpuResource": "amd.com/gpu"}}, ("amd.com/gpu",)),
     ({"scheduler": {"gpuResources": ["nvidia.com/gpu", "amd.com/gpu"]}}, ("nvidia.com/gpu", "amd.com/gpu")),
-    ({"scheduler": {"gpuResources": ["nvidia.com/gpu"]}, "topology": {"create": True, "gpuResource": "amd.com/gpu"}},
-     ("nvidia.com/gpu", "amd.com/gpu")),
-    ({"scheduler": {"gpuResources": ["amd.com/gpu"]}, "topology": {"create": True, "gpuResource": "amd.com/gpu"}},
-     ("amd.com/gpu",)),
+    ({"scheduler": {"gpuResources": ["nvidia.com/gpu"]},
+      "topology": {"create": True, "gpuResource": "amd.com/gpu"}}, ("nvidia.com/gpu", "amd.com/gpu")),
+    ({"scheduler": {"gpuResources": ["amd.com/gpu"]},
+      "topology": {"create": True, "gpuResource": "amd.com/gpu"}}, ("amd.com/gpu",)),
 ], ids=["default", "the topology's resource", "a list", "the created topology's resource is added",
         "no repeats"])
 def test_managed_resources_follow_the_gpu_resources_as_cluster_up_renders_them(

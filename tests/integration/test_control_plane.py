@@ -211,13 +211,14 @@ def test_kwok_renews_every_nodes_lease_and_keeps_declared_conditions(
         cluster: Cluster, node_factory: NodeFactory) -> None:
     [healthy] = node_factory(1)
     [degraded] = node_factory(1)
-    condition = {"type": "FabricLinkDegraded", "status": "True", "reason": "SymbolErrors", "message": "mlx5_2"}
+    condition = {"type": "FabricLinkDegraded", "status": "True", "reason": "SymbolErrors",
+                 "message": "mlx5_2"}
     cluster.api.call("PATCH", f"/api/v1/nodes/{degraded}/status", {"status": {"conditions": [condition]}},
                      "application/strategic-merge-patch+json")
     for name in (healthy, degraded):
         lease = f"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{name}"
-        renewed = wait_for(f"the Lease of {name}", lambda: (  # noqa: B023
-            (cluster.api.request("GET", lease)[1] or {}).get("spec", {}).get("renewTime")))
+        renewed = wait_for(f"the Lease of {name}", lambda path=lease: (
+            (cluster.api.request("GET", path)[1] or {}).get("spec", {}).get("renewTime")))
         assert renewed
     node = cluster.api.call("GET", f"/api/v1/nodes/{degraded}")
     found = {c["type"]: c["status"] for c in node["status"]["conditions"]}

@@ -199,3 +199,10 @@ def finish(api: rest.Client, namespace: str, name: str, phase: Phase, timeout: f
     api.call("PATCH", _pod_path(namespace, name),
              {"metadata": {"annotations": {FINISH_ANNOTATION: phase}}}, rest.MERGE_PATCH)
     return wait_phase(api, namespace, name, phase, timeout)
+
+
+def delete_now(api: rest.Client, namespace: str, name: str) -> None:
+    """Delete a pod with grace period 0 (kwok confirms at once); already gone is fine."""
+    status, data = api.request("DELETE", _pod_path(namespace, name), {"gracePeriodSeconds": 0})
+    if status >= 400 and status != 404:
+        raise errors.ApiError("DELETE", f"pods/{namespace}/{name}", status, str(data)[:300])

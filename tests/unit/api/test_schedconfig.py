@@ -53,14 +53,16 @@ def test_the_profile_extender_and_lease_are_fabricscheds_own() -> None:
 
 
 def test_managed_resources_follow_the_gpu_resource_names_in_order_without_repeats() -> None:
-    options = schedconfig.SchedulerConfigOptions(gpu_resources=("amd.com/gpu", "nvidia.com/gpu", "amd.com/gpu"))
+    names = ("amd.com/gpu", "nvidia.com/gpu", "amd.com/gpu")
+    options = schedconfig.SchedulerConfigOptions(gpu_resources=names)
     (extender,) = schedconfig.render_object(options)["extenders"]
     assert extender["managedResources"] == [
         {"name": "amd.com/gpu", "ignoredByScheduler": False},
         {"name": "nvidia.com/gpu", "ignoredByScheduler": False},
     ]
     # What the chart's toJson prints for the same list: keys sorted, no spaces.
-    assert schedconfig.managed_resources(["nvidia.com/gpu"]) == '[{"ignoredByScheduler":false,"name":"nvidia.com/gpu"}]'
+    expected = '[{"ignoredByScheduler":false,"name":"nvidia.com/gpu"}]'
+    assert schedconfig.managed_resources(["nvidia.com/gpu"]) == expected
 
 
 @pytest.mark.parametrize("names", [(), ("gpu",), ('nvidia.com/gpu"}]\nx: [{"',), ("Nvidia.com/gpu",)],

@@ -88,7 +88,7 @@ def test_another_kubernetes_release_is_looked_up_in_its_own_folder_with_its_helm
     assert binaries.set_dir("kubernetes", tmp_path, environ).name == "kubernetes-v1.36.3"
     assert binaries.set_dir("helm", tmp_path, environ).name == f"helm-{binaries.HELM_VERSION}-k8s1.36"
     _install(tmp_path, "kubernetes", KUBE_TOOLS)  # the pinned release only
-    with pytest.raises(errors.MissingBinaries, match="kubernetes-v1.36.3/kube-apiserver"):
+    with pytest.raises(errors.MissingBinaries, match=r"kubernetes-v1\.36\.3/kube-apiserver"):
         binaries.find(tmp_path, environ)
 
 

@@ -16,9 +16,9 @@ import pytest
 import yaml
 
 import fabricsched
+from fabricsched.api import schedconfig
 from fabricsched.api import topology as api
 from fabricsched.cluster import binaries
-from fabricsched.api import schedconfig
 
 REPO = Path(__file__).resolve().parents[3]
 CHART = REPO / "charts" / "fabricsched"
