@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the local control plane (etcd, kube-apiserver, kube-controller-manager,
-# kube-scheduler, kubectl), kwok (the simulated kubelets) and helm from the Go module
+# kube-scheduler, kubectl), kwok (the simulated kubelets), the JobSet controller (for the
+# tests that ask for it) and helm from the Go module
 # proxy, at the versions pinned in hack/*/go.mod, into
 # ${FABRICSCHED_BIN_DIR:-$HOME/.cache/fabricsched/bin}. Each tool set lands in a folder
 # named after its version, so a rerun with the same pins does nothing and a bump builds
@@ -83,6 +84,19 @@ build_set etcd "$etcd_version" etcd "-s -w -X go.etcd.io/etcd/api/v3/version.Git
 
 kwok_version="$(module_version kwok sigs.k8s.io/kwok)"
 build_set kwok "$kwok_version" kwok "-s -w" kwok=sigs.k8s.io/kwok/cmd/kwok
+
+# The JobSet controller: only the tests that ask for it start it (never `cluster up`).
+jobset_version="$(module_version jobset sigs.k8s.io/jobset)"
+build_set jobset "$jobset_version" jobset "-s -w -X sigs.k8s.io/jobset/pkg/version.GitVersion=$jobset_version" \
+  jobset=sigs.k8s.io/jobset
+# Its CRD, from the module at the same pin (the controller serves no CRD of its own).
+jobset_crd="$BIN_DIR/jobset-$jobset_version/jobset.x-k8s.io_jobsets.yaml"
+if [[ ! -f $jobset_crd ]]; then
+  jobset_dir="$(cd "$HACK_DIR/jobset" && go mod download -json sigs.k8s.io/jobset \
+    | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')"
+  cp "$jobset_dir/config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml" "$jobset_crd.partial"
+  mv "$jobset_crd.partial" "$jobset_crd"
+fi
 
 helm_version="$(module_version helm helm.sh/helm/v3)"
 # helm's default Capabilities.KubeVersion (for `helm template`/`lint` without a cluster) is a

@@ -13,13 +13,14 @@ The API groups' clients (``core_v1``...) over ``api_client`` are the root confte
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from clusterkit import Cluster, Kubelet, NodeFactory, find_binaries_or_skip, new_namespace
 
-from fabricsched.cluster import controlplane, kwok, nodes
+from fabricsched.cluster import controlplane, errors, jobset, kwok, nodes
 
 
 @pytest.fixture(scope="session")
@@ -70,3 +71,19 @@ def kubelet_fixture(cluster: Cluster) -> Kubelet:
     def set_phase(namespace: str, name: str, phase: kwok.Phase) -> dict[str, Any]:
         return kwok.finish(cluster.api, namespace, name, phase)
     return set_phase
+
+
+@pytest.fixture(scope="session")
+def jobset_controller(cluster: Cluster) -> Iterator[jobset.Controller]:
+    """The real JobSet controller (built by ``make tools``) against the session cluster, its CRD
+    installed and its JobSet webhooks registered on loopback; started on first use only."""
+    try:
+        controller = jobset.start(cluster.plane)
+    except errors.MissingBinaries as e:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"CI=true and {e}", pytrace=False)
+        pytest.skip(str(e))
+    try:
+        yield controller
+    finally:
+        controller.stop()

@@ -13,7 +13,7 @@ import pytest
 import yaml
 from clusterkit import Cluster, Kubelet, NodeFactory, wait_for
 
-from fabricsched.cluster import components, controlplane, errors, samples
+from fabricsched.cluster import components, controlplane, errors, jobset, samples
 
 GPU = "nvidia.com/gpu"
 
@@ -243,3 +243,46 @@ def test_a_bound_pod_runs_until_deleted_and_finishes_only_when_asked(
     assert cluster.api.call("GET", f"{pods}/stays")["status"]["phase"] == "Running"
     cluster.api.call("DELETE", f"{pods}/stays")
     wait_for("the deleted pod gone", lambda: cluster.api.request("GET", f"{pods}/stays")[0] == 404)
+
+
+def test_the_real_jobset_controller_creates_the_child_jobs_and_their_pods_run(
+        cluster: Cluster, namespace: str, node_factory: NodeFactory, jobset_controller: jobset.Controller,
+) -> None:
+    node_factory(6, gpus=8)
+    template = {"spec": {**_pod("x", 8, node_factory.selector)["spec"], "restartPolicy": "Never"}}
+    manifest = {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": "train"},
+        "spec": {"replicatedJobs": [{"name": "workers", "replicas": 2, "template": {"spec": {
+            "parallelism": 3, "completions": 3, "completionMode": "Indexed", "backoffLimit": 0,
+            "template": template}}}]},
+    }
+    created = cluster.api.call("POST", f"{jobset.API}/namespaces/{namespace}/jobsets", manifest)
+    # The mutating webhook ran: the controller's defaults are in the stored object.
+    assert created["spec"].get("successPolicy", {}).get("operator") == "All"
+
+    def child_jobs() -> list[dict[str, Any]] | None:
+        selector = "labelSelector=jobset.sigs.k8s.io/jobset-name%3Dtrain"
+        items: list[dict[str, Any]] = cluster.api.call(
+            "GET", f"/apis/batch/v1/namespaces/{namespace}/jobs?{selector}")["items"]
+        return items if len(items) == 2 else None
+
+    jobs = wait_for("the two child Jobs of JobSet train", child_jobs)
+    assert sorted(j["metadata"]["name"] for j in jobs) == ["train-workers-0", "train-workers-1"]
+    for job in jobs:
+        [owner] = job["metadata"]["ownerReferences"]
+        assert (owner["kind"], owner["name"], owner["controller"]) == ("JobSet", "train", True)
+        assert job["metadata"]["labels"]["jobset.sigs.k8s.io/replicatedjob-name"] == "workers"
+    indexes = sorted(j["metadata"]["labels"]["jobset.sigs.k8s.io/job-global-index"] for j in jobs)
+    assert indexes == ["0", "1"]
+
+    pods = f"/api/v1/namespaces/{namespace}/pods?labelSelector=jobset.sigs.k8s.io/jobset-name%3Dtrain"
+
+    def running() -> list[dict[str, Any]] | None:
+        items: list[dict[str, Any]] = cluster.api.call("GET", pods)["items"]
+        ok = len(items) == 6 and all(p["status"].get("phase") == "Running" for p in items)
+        return items if ok else None
+
+    found = wait_for("the 6 pods of JobSet train Running", running)
+    assert len({p["spec"]["nodeName"] for p in found}) == 6  # 8 GPUs each: one pod per host
+    assert {p["metadata"]["labels"]["jobset.sigs.k8s.io/jobset-uid"] for p in found} == {
+        created["metadata"]["uid"]}
