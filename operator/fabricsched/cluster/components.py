@@ -251,9 +251,9 @@ def kwok_argv(bins: binaries.Binaries, layout: Layout) -> list[str]:
     return kwok.argv(bins.kwok, layout.kwok_config, layout.admin_kubeconfig)
 
 
-def write_kwok_config(layout: Layout, ports: Ports) -> None:
+def write_kwok_config(layout: Layout, ports: Ports, lease_seconds: int = kwok.NODE_LEASE_SECONDS) -> None:
     layout.kwok_workdir.mkdir(parents=True, exist_ok=True)
-    kwok.write_configuration(layout.kwok_config, f"127.0.0.1:{ports.kwok}")
+    kwok.write_configuration(layout.kwok_config, f"127.0.0.1:{ports.kwok}", lease_seconds)
 
 
 def scheduler_specs(extra: Sequence[SchedulerSpec]) -> tuple[SchedulerSpec, ...]:

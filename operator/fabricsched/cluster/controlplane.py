@@ -38,6 +38,9 @@ class Options:
     """Seconds ``down`` waits after SIGTERM before SIGKILL."""
     bin_dir: Path | None = None
     """Where the binaries are; default ``binaries.bin_dir()``."""
+    node_lease_seconds: int = kwok.NODE_LEASE_SECONDS
+    """Duration of the node Leases kwok renews (every quarter of it, as a kubelet); 0 = none.
+    At thousands of nodes the renewals are most of the API server's write load."""
 
 
 @dataclass
@@ -95,7 +98,7 @@ def _running(layout: components.Layout) -> list[processes.ProcessRecord]:
 
 
 def _prepare(layout: components.Layout, specs: Sequence[components.SchedulerSpec],
-             ports: components.Ports, now: datetime.datetime) -> certs.Pki:
+             ports: components.Ports, now: datetime.datetime, lease_seconds: int) -> certs.Pki:
     # A fresh cluster each time: old etcd data would resurrect old objects.
     shutil.rmtree(layout.etcd_data, ignore_errors=True)
     shutil.rmtree(layout.logs, ignore_errors=True)
@@ -110,7 +113,7 @@ def _prepare(layout: components.Layout, specs: Sequence[components.SchedulerSpec
         config = kubeconfig.write(layout.kubeconfig(spec.component), server, pki.ca.cert, pki.scheduler,
                                   "kube-scheduler", CLUSTER_NAME)
         layout.scheduler_config(spec.component).write_text(spec.render(config, layout.root))
-    components.write_kwok_config(layout, ports)
+    components.write_kwok_config(layout, ports, lease_seconds)
     return pki
 
 
@@ -196,7 +199,7 @@ def up(directory: Path, nodes_file: Path | None = None,
 
     ports = _allocate_ports(specs)
     now = datetime.datetime.now(datetime.UTC)
-    pki = _prepare(layout, specs, ports, now)
+    pki = _prepare(layout, specs, ports, now, options.node_lease_seconds)
     state: dict[str, Any] = {"kubeconfig": str(layout.admin_kubeconfig), "ports": ports.as_dict(),
                              "started_at": now.isoformat()}
     # The controller manager and schedulers exit when their first requests are refused

@@ -127,13 +127,13 @@ def stages() -> list[dict[str, Any]]:
     ]
 
 
-def configuration(server_address: str) -> list[dict[str, Any]]:
+def configuration(server_address: str, lease_seconds: int = NODE_LEASE_SECONDS) -> list[dict[str, Any]]:
     """The KwokConfiguration (every option kwok reads, explicit) and the Stages."""
     options = {
         "manageAllNodes": True,
         "cidr": POD_CIDR,
         "nodeIP": "127.0.0.1",
-        "nodeLeaseDurationSeconds": NODE_LEASE_SECONDS,
+        "nodeLeaseDurationSeconds": lease_seconds,
         "serverAddress": server_address,
         "enableDebuggingHandlers": False,
         "enableProfilingHandler": False,
@@ -147,8 +147,9 @@ def configuration(server_address: str) -> list[dict[str, Any]]:
     return [config, *stages()]
 
 
-def write_configuration(path: Path, server_address: str) -> Path:
-    path.write_text(yaml.safe_dump_all(configuration(server_address), sort_keys=False), encoding="utf-8")
+def write_configuration(path: Path, server_address: str, lease_seconds: int = NODE_LEASE_SECONDS) -> Path:
+    documents = configuration(server_address, lease_seconds)
+    path.write_text(yaml.safe_dump_all(documents, sort_keys=False), encoding="utf-8")
     return path
 
 
