@@ -256,9 +256,14 @@ def test_the_real_jobset_controller_creates_the_child_jobs_and_their_pods_run(
             "parallelism": 3, "completions": 3, "completionMode": "Indexed", "backoffLimit": 0,
             "template": template}}}]},
     }
-    created = cluster.api.call("POST", f"{jobset.API}/namespaces/{namespace}/jobsets", manifest)
-    # The mutating webhook ran: the controller's defaults are in the stored object.
-    assert created["spec"].get("successPolicy", {}).get("operator") == "All"
+    jobsets = f"{jobset.API}/namespaces/{namespace}/jobsets"
+    # The controller's validating webhook answers on loopback: a success policy naming a
+    # replicated job that does not exist is refused by it (no CRD schema can check that).
+    bad = {**manifest, "metadata": {"name": "bad"}, "spec": {
+        **manifest["spec"], "successPolicy": {"operator": "All", "targetReplicatedJobs": ["nope"]}}}
+    status, body = cluster.api.request("POST", jobsets, bad)
+    assert status >= 400 and "vjobset.fabricsched.io" in str(body), body
+    created = cluster.api.call("POST", jobsets, manifest)
 
     def child_jobs() -> list[dict[str, Any]] | None:
         selector = "labelSelector=jobset.sigs.k8s.io/jobset-name%3Dtrain"
