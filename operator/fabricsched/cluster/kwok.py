@@ -187,13 +187,13 @@ def wait_phase(api: rest.Client, namespace: str, name: str, phase: Phase, timeou
 
 def finish(api: rest.Client, namespace: str, name: str, phase: Phase, timeout: float = 30.0,
            ) -> dict[str, Any]:
-    """Bring a bound pod to ``phase``: Running is kwok's own doing (wait for it); Succeeded or
-    Failed are asked for with the finish annotation once it runs. Returns the pod."""
+    """Bring a pod to ``phase``: Running is kwok's own doing once the pod is bound (wait for it);
+    Succeeded or Failed are asked for with the finish annotation once it runs. Returns the pod;
+    ``ClusterError`` naming its phase and node after ``timeout`` s."""
     pod: dict[str, Any] = api.call("GET", _pod_path(namespace, name))
     if (pod.get("status") or {}).get("phase") == phase:
         return pod
-    if not pod["spec"].get("nodeName"):
-        raise errors.ClusterError(f"pod {namespace}/{name} is not bound to a node: no kubelet would run it")
+    # Waiting for Running covers a pod not bound yet: kwok runs it once it is.
     running = wait_phase(api, namespace, name, "Running", timeout)
     if phase == "Running":
         return running
