@@ -30,7 +30,7 @@ $(VENV): pyproject.toml
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev]'
 	@touch $@
 
-tools: ## build etcd, kube-apiserver, controller manager, scheduler, kubectl, helm (Go 1.24+; cached)
+tools: ## build etcd, the Kubernetes control plane, kubectl, kwok, the JobSet controller, helm (Go 1.26+; cached)
 	bash hack/build-tools.sh
 
 crds: $(VENV) ## regenerate the CRD YAML in crds/ from the pydantic models

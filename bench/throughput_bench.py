@@ -15,8 +15,8 @@ each scheduler in turn, on the same empty cluster:
    percentile binds (without the start and the tail); then deletes the pods.
 
 The gates make both schedulers start from the same queue of pods that already exist, so
-the number is the scheduler's, not the speed of creating pods. There is no kubelet: bound
-pods stay Pending, which costs neither scheduler anything. Everything is bounded by
+the number is the scheduler's, not the speed of creating pods. kwok plays the kubelets
+(bound pods go Running), the same for both schedulers. Everything is bounded by
 ``--timeout``; the cluster and the operator are stopped at the end, whatever happens.
 """
 
@@ -43,8 +43,17 @@ from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 from kubernetes.watch import watch as k8s_watch
 
-from fabricsched.cluster import binaries, commands, controlplane, errors, nodes, processes, rest, samples
-from fabricsched.cluster import kubelet as stand_in_kubelet
+from fabricsched.cluster import (
+    binaries,
+    commands,
+    controlplane,
+    errors,
+    kwok,
+    nodes,
+    processes,
+    rest,
+    samples,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 GPU = "nvidia.com/gpu"
@@ -241,7 +250,7 @@ class Bench:
         self.api.request("DELETE", f"/apis/batch/v1/namespaces/{namespace}/jobs",
                          {"propagationPolicy": "Orphan"})
         names = self.pod_names(namespace)
-        _each(lambda name: stand_in_kubelet.force_delete(self.api, namespace, name), names)
+        _each(lambda name: kwok.delete_now(self.api, namespace, name), names)
         self.api.request("DELETE", f"/api/v1/namespaces/{namespace}")
 
 

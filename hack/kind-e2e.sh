@@ -5,7 +5,8 @@
 # Needs docker (with a running engine), kind, kubectl and helm on PATH, or in $KIND, $KUBECTL,
 # $HELM; helm and kubectl fall back to the ones `make tools` builds.
 #   KIND_CLUSTER_NAME  cluster name (default: fabricsched)
-#   KIND_NODE_IMAGE    kindest/node image (default: kind's own for its version)
+#   KIND_NODE_IMAGE    kindest/node image (default: kindest/node at the pinned Kubernetes release,
+#                      hack/kube/go.mod, so kind runs what the local control plane runs)
 #   KIND_KEEP=1        keep the cluster afterwards (default: delete it; a cluster that existed
 #                      before the run is always kept)
 #   IMAGE              image to build and load (default: fabricsched:e2e)
@@ -22,6 +23,8 @@ NAMESPACE="${NAMESPACE:-fabricsched-system}"
 PYTHON="${PYTHON:-$REPO/.venv/bin/python}"
 BIN_DIR="${FABRICSCHED_BIN_DIR:-$HOME/.cache/fabricsched/bin}"
 KIND="${KIND:-kind}"
+KUBE_PIN="$(sed -n 's/^[[:space:]]*\(require \)\{0,1\}k8s\.io\/kubernetes \(v[0-9.]*\).*$/\2/p' hack/kube/go.mod)"
+KIND_NODE_IMAGE="${KIND_NODE_IMAGE:-kindest/node:${KUBE_PIN:?no k8s.io/kubernetes pin in hack/kube/go.mod}}"
 export KUBECONFIG="${KIND_KUBECONFIG:-$REPO/out/kind-$CLUSTER.kubeconfig}"
 
 pick() { # <name> <fallback path>: the tool on PATH, else the one make tools built
@@ -45,7 +48,7 @@ else
   step "creating kind cluster $CLUSTER (kind-config.yaml)"
   mkdir -p "$(dirname "$KUBECONFIG")"
   "$KIND" create cluster --name "$CLUSTER" --config kind-config.yaml --kubeconfig "$KUBECONFIG" \
-    ${KIND_NODE_IMAGE:+--image "$KIND_NODE_IMAGE"} --wait 120s
+    --image "$KIND_NODE_IMAGE" --wait 120s
   created=1
 fi
 cleanup() {

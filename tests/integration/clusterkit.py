@@ -19,8 +19,7 @@ from typing import Any, Protocol
 import pytest
 from waiting import wait_for as wait_for
 
-from fabricsched.cluster import binaries, controlplane, errors, nodes, rest, samples
-from fabricsched.cluster import kubelet as stand_in_kubelet
+from fabricsched.cluster import binaries, controlplane, errors, kwok, nodes, rest, samples
 
 GROUP_LABEL = "fabricsched.io/test-group"
 """Label ``node_factory`` puts on its nodes: select it to schedule onto this test's nodes only."""
@@ -41,7 +40,7 @@ def find_binaries_or_skip(needed_by: str = "integration tests") -> binaries.Bina
 class Cluster:
     plane: controlplane.ControlPlane
     api: rest.Client
-    """Admin JSON client (also what the stand-in kubelet uses)."""
+    """Admin JSON client."""
 
     @property
     def dir(self) -> Path:
@@ -113,4 +112,4 @@ class NodeFactory:
 
 
 class Kubelet(Protocol):
-    def __call__(self, namespace: str, name: str, phase: stand_in_kubelet.Phase) -> dict[str, Any]: ...
+    def __call__(self, namespace: str, name: str, phase: kwok.Phase) -> dict[str, Any]: ...

@@ -1,6 +1,8 @@
 """A real control plane for the integration tests, shared by the whole session.
 
-Started once (about 7 s), in a temporary folder, torn down at the end. Tests isolate
+Started once (about 7 s), in a temporary folder, torn down at the end. kwok plays every
+node's kubelet: bound pods go Running on their own and stay so until deleted or finished
+through the ``kubelet`` fixture. Tests isolate
 themselves by namespace (``namespace``) and by node labels (``node_factory`` labels its
 nodes with a group unique to the test), never by assuming an empty cluster.
 
@@ -11,14 +13,14 @@ The API groups' clients (``core_v1``...) over ``api_client`` are the root confte
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from clusterkit import Cluster, Kubelet, NodeFactory, find_binaries_or_skip, new_namespace
 
-from fabricsched.cluster import controlplane, nodes
-from fabricsched.cluster import kubelet as stand_in_kubelet
+from fabricsched.cluster import controlplane, errors, jobset, kwok, nodes
 
 
 @pytest.fixture(scope="session")
@@ -49,10 +51,7 @@ def namespace(cluster: Cluster) -> Iterator[str]:
     """A fresh namespace whose default ServiceAccount exists (pods are admitted only then)."""
     name = new_namespace(cluster.api, "t")
     yield name
-    # No kubelet: bound pods would stay Terminating and hold the namespace; remove them at once.
-    pods = cluster.api.call("GET", f"/api/v1/namespaces/{name}/pods")["items"]
-    for pod in pods:
-        stand_in_kubelet.force_delete(cluster.api, name, pod["metadata"]["name"])
+    # kwok removes the pods as the namespace controller deletes them.
     cluster.api.request("DELETE", f"/api/v1/namespaces/{name}")
 
 
@@ -66,7 +65,25 @@ def node_factory(cluster: Cluster) -> Iterator[NodeFactory]:
 
 @pytest.fixture(name="kubelet")
 def kubelet_fixture(cluster: Cluster) -> Kubelet:
-    """``kubelet(namespace, pod, "Running"|"Succeeded"|"Failed")``: plays the node's kubelet."""
-    def set_phase(namespace: str, name: str, phase: stand_in_kubelet.Phase) -> dict[str, Any]:
-        return stand_in_kubelet.set_pod_phase(cluster.api, namespace, name, phase)
+    """``kubelet(namespace, pod, "Running"|"Succeeded"|"Failed")``: the pod in that phase, as kwok
+    (every node's kubelet) reports it: Running is waited for, an end is asked for with the
+    ``fabricsched.io/kwok-finish`` annotation. Returns the pod."""
+    def set_phase(namespace: str, name: str, phase: kwok.Phase) -> dict[str, Any]:
+        return kwok.finish(cluster.api, namespace, name, phase)
     return set_phase
+
+
+@pytest.fixture(scope="session")
+def jobset_controller(cluster: Cluster) -> Iterator[jobset.Controller]:
+    """The real JobSet controller (built by ``make tools``) against the session cluster, its CRD
+    installed and its JobSet webhooks registered on loopback; started on first use only."""
+    try:
+        controller = jobset.start(cluster.plane)
+    except errors.MissingBinaries as e:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"CI=true and {e}", pytrace=False)
+        pytest.skip(str(e))
+    try:
+        yield controller
+    finally:
+        controller.stop()

@@ -32,9 +32,9 @@ import pytest
 import yaml
 from clusterkit import find_binaries_or_skip, stop_process
 
+from fabricsched.api import schedconfig
 from fabricsched.api import topology as api
 from fabricsched.cluster import binaries
-from fabricsched.extender import schedconfig
 
 pytestmark = pytest.mark.integration
 
@@ -91,16 +91,18 @@ class Helm:
         return result
 
     def template(self, values: Mapping[str, Any], namespace: str, *, check: bool = True,
-                 ) -> subprocess.CompletedProcess[str]:
+                 kube_version: str | None = None) -> subprocess.CompletedProcess[str]:
         values_file = self.home / f"values-{uuid.uuid4().hex[:8]}.yaml"
         values_file.write_text(yaml.safe_dump(dict(values)), encoding="utf-8")
         # Explicit, so the render does not depend on the default KubeVersion helm was built with.
         return self.run("template", RELEASE, str(CHART), "--namespace", namespace,
-                        "--kube-version", binaries.KUBERNETES_VERSION, "--values", str(values_file),
-                        check=check)
+                        "--kube-version", kube_version or binaries.kubernetes_version(),
+                        "--values", str(values_file), check=check)
 
-    def render(self, values: Mapping[str, Any], namespace: str) -> list[dict[str, Any]]:
-        return [doc for doc in yaml.safe_load_all(self.template(values, namespace).stdout) if doc]
+    def render(self, values: Mapping[str, Any], namespace: str, kube_version: str | None = None,
+               ) -> list[dict[str, Any]]:
+        output = self.template(values, namespace, kube_version=kube_version).stdout
+        return [doc for doc in yaml.safe_load_all(output) if doc]
 
 
 def _missing(reason: str) -> None:
@@ -168,7 +170,7 @@ def one(docs: Sequence[dict[str, Any]], kind: str, name_suffix: str = "") -> dic
 def test_helm_lint_strict_passes_with(helm: Helm, values: dict[str, Any], tmp_path: Path) -> None:
     values_file = tmp_path / "values.yaml"
     values_file.write_text(yaml.safe_dump(values), encoding="utf-8")
-    result = helm.run("lint", "--strict", str(CHART), "--kube-version", binaries.KUBERNETES_VERSION,
+    result = helm.run("lint", "--strict", str(CHART), "--kube-version", binaries.kubernetes_version(),
                       "--values", str(values_file), "--namespace", "fabricsched-system")
     assert "1 chart(s) linted, 0 chart(s) failed" in result.stdout
 
@@ -224,7 +226,7 @@ def test_deployment_runs_the_scheduler_and_fabricsched_side_by_side(helm: Helm) 
     assert set(containers) == {"kube-scheduler", "fabricsched"}
 
     scheduler = containers["kube-scheduler"]
-    assert scheduler["image"] == f"registry.k8s.io/kube-scheduler:{binaries.KUBERNETES_VERSION}"
+    assert scheduler["image"] == f"registry.k8s.io/kube-scheduler:{binaries.kubernetes_version()}"
     assert "--config=/etc/fabricsched/kube-scheduler-config.yaml" in scheduler["args"]
     for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
         assert scheduler[probe]["httpGet"]["scheme"] == "HTTPS"
@@ -261,6 +263,52 @@ def test_scheduler_config_is_the_python_rendering_of_the_shared_template(helm: H
     expected = schedconfig.render(schedconfig.SchedulerConfigOptions(
         kubeconfig="", extender_url="http://127.0.0.1:8888", lease_namespace=namespace))
     assert configmap["data"]["kube-scheduler-config.yaml"] == expected
+
+
+def _scheduler_image(helm: Helm, values: Mapping[str, Any], kube_version: str) -> str:
+    deployment = one(helm.render(values, "fabricsched-system", kube_version), "Deployment")
+    pod = deployment["spec"]["template"]["spec"]
+    return str({c["name"]: c for c in pod["containers"]}["kube-scheduler"]["image"])
+
+
+@pytest.mark.parametrize(("cluster", "tag"), [
+    ("v1.37.2", "v1.37.2"), ("v1.36.3-eks-113cf36", "v1.36.3"), ("v1.35.1+k3s1", "v1.35.1"),
+    ("1.34.4-gke.1000", "v1.34.4"),
+], ids=["plain release", "EKS suffix", "k3s build metadata", "GKE, no leading v"])
+def test_scheduler_image_defaults_to_the_clusters_own_version(helm: Helm, cluster: str, tag: str) -> None:
+    assert _scheduler_image(helm, {}, cluster) == f"registry.k8s.io/kube-scheduler:{tag}"
+
+
+def test_an_explicit_scheduler_tag_wins_over_the_cluster_version(helm: Helm) -> None:
+    values = {"scheduler": {"image": {"repository": "mirror.example/kube-scheduler", "tag": "v1.37.1"}}}
+    assert _scheduler_image(helm, values, "v1.36.3-eks-1") == "mirror.example/kube-scheduler:v1.37.1"
+
+
+@pytest.mark.parametrize(("values", "names"), [
+    ({}, ("nvidia.com/gpu",)),
+    ({"topology": {"gpuResource": "amd.com/gpu"}}, ("amd.com/gpu",)),
+    ({"scheduler": {"gpuResources": ["nvidia.com/gpu", "amd.com/gpu"]}}, ("nvidia.com/gpu", "amd.com/gpu")),
+    ({"scheduler": {"gpuResources": ["nvidia.com/gpu"]},
+      "topology": {"create": True, "gpuResource": "amd.com/gpu"}}, ("nvidia.com/gpu", "amd.com/gpu")),
+    ({"scheduler": {"gpuResources": ["amd.com/gpu"]},
+      "topology": {"create": True, "gpuResource": "amd.com/gpu"}}, ("amd.com/gpu",)),
+], ids=["default", "the topology's resource", "a list", "the created topology's resource is added",
+        "no repeats"])
+def test_managed_resources_follow_the_gpu_resources_as_cluster_up_renders_them(
+        helm: Helm, values: dict[str, Any], names: tuple[str, ...]) -> None:
+    rendered = one(helm.render(values, "fabricsched-system"), "ConfigMap", "-scheduler-config")
+    expected = schedconfig.render(schedconfig.SchedulerConfigOptions(
+        kubeconfig="", extender_url="http://127.0.0.1:8888", lease_namespace="fabricsched-system",
+        gpu_resources=names))
+    assert rendered["data"]["kube-scheduler-config.yaml"] == expected
+    (extender,) = yaml.safe_load(expected)["extenders"]
+    assert [r["name"] for r in extender["managedResources"]] == list(names)
+
+
+def test_a_gpu_resource_that_is_not_a_resource_name_is_refused(helm: Helm) -> None:
+    result = helm.template({"scheduler": {"gpuResources": ['nvidia.com/gpu"},{"x']}}, "fabricsched-system",
+                           check=False)
+    assert result.returncode != 0 and "gpuResources" in result.stderr
 
 
 def test_scheduler_config_names_the_lease_the_role_grants(helm: Helm) -> None:

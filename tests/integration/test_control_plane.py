@@ -13,7 +13,7 @@ import pytest
 import yaml
 from clusterkit import Cluster, Kubelet, NodeFactory, wait_for
 
-from fabricsched.cluster import components, controlplane, errors, samples
+from fabricsched.cluster import components, controlplane, errors, jobset, samples
 
 GPU = "nvidia.com/gpu"
 
@@ -174,3 +174,120 @@ def test_a_failing_component_is_named_with_its_log_and_everything_is_stopped(
     assert "noSuchField" in message  # the tail of the scheduler's own log
     assert not (directory / "state.json").exists()
     assert _processes_mentioning(directory) == []
+
+
+def test_the_native_gang_api_is_served_in_scheduling_v1beta1(cluster: Cluster) -> None:
+    listed = cluster.kubectl("api-resources", "--api-group=scheduling.k8s.io", "-o", "wide").stdout
+    rows = {line.split()[0]: line.split() for line in listed.splitlines()[1:]}
+    for plural, kind in (("workloads", "Workload"), ("podgroups", "PodGroup")):
+        assert plural in rows, listed
+        assert "scheduling.k8s.io/v1beta1" in rows[plural] and kind in rows[plural], listed
+    # A gang PodGroup round-trips (the shape of k8s.io/api scheduling/v1beta1 types.go at v1.37).
+    group = {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup", "metadata": {"name": "g"},
+             "spec": {"schedulingPolicy": {"gang": {"minCount": 4}}}}
+    created = cluster.api.call("POST", "/apis/scheduling.k8s.io/v1beta1/namespaces/default/podgroups", group)
+    try:
+        assert created["spec"]["schedulingPolicy"] == {"gang": {"minCount": 4}}
+    finally:
+        cluster.api.call("DELETE", "/apis/scheduling.k8s.io/v1beta1/namespaces/default/podgroups/g")
+
+
+def test_a_plain_job_gets_no_workload_while_workload_with_job_is_off(
+        cluster: Cluster, namespace: str, node_factory: NodeFactory) -> None:
+    node_factory(1, gpus=8)
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "plain"},
+           "spec": {"template": {"spec": {**_pod("x", 1, node_factory.selector)["spec"],
+                                          "restartPolicy": "Never"}}}}
+    cluster.api.call("POST", f"/apis/batch/v1/namespaces/{namespace}/jobs", job)
+    pods = f"/api/v1/namespaces/{namespace}/pods?labelSelector=batch.kubernetes.io/job-name%3Dplain"
+    [pod] = wait_for("the pod of job plain bound", lambda: [
+        p for p in cluster.api.call("GET", pods)["items"] if p["spec"].get("nodeName")] or None)
+    assert not pod["spec"].get("schedulingGroup") and not pod["spec"].get("workloadRef")
+    assert cluster.api.call("GET", f"/apis/scheduling.k8s.io/v1beta1/namespaces/{namespace}/workloads")[
+        "items"] == []
+
+
+def test_kwok_renews_every_nodes_lease_and_keeps_declared_conditions(
+        cluster: Cluster, node_factory: NodeFactory) -> None:
+    [healthy] = node_factory(1)
+    [degraded] = node_factory(1)
+    condition = {"type": "FabricLinkDegraded", "status": "True", "reason": "SymbolErrors",
+                 "message": "mlx5_2"}
+    cluster.api.call("PATCH", f"/api/v1/nodes/{degraded}/status", {"status": {"conditions": [condition]}},
+                     "application/strategic-merge-patch+json")
+    for name in (healthy, degraded):
+        lease = f"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{name}"
+        renewed = wait_for(f"the Lease of {name}", lambda path=lease: (
+            (cluster.api.request("GET", path)[1] or {}).get("spec", {}).get("renewTime")))
+        assert renewed
+    node = cluster.api.call("GET", f"/api/v1/nodes/{degraded}")
+    found = {c["type"]: c["status"] for c in node["status"]["conditions"]}
+    assert found["FabricLinkDegraded"] == "True" and found["Ready"] == "True"
+
+
+def test_a_bound_pod_runs_until_deleted_and_finishes_only_when_asked(
+        cluster: Cluster, namespace: str, node_factory: NodeFactory, kubelet: Kubelet) -> None:
+    node_factory(1, gpus=8)
+    pods = f"/api/v1/namespaces/{namespace}/pods"
+    for name in ("stays", "ends"):
+        cluster.api.call("POST", pods, {**_pod(name, 1, node_factory.selector),
+                                        "metadata": {"name": name}})
+    for name in ("stays", "ends"):
+        running = kubelet(namespace, name, "Running")
+        assert running["status"]["podIP"] and running["status"]["containerStatuses"][0]["ready"] is True
+    ended = kubelet(namespace, "ends", "Failed")
+    assert ended["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 1
+    # Nothing finishes the other one: it is still Running after kwok had time to play its stages.
+    wait_for("kwok to notice the finished pod", lambda: cluster.api.call("GET", f"{pods}/ends")["status"][
+        "phase"] == "Failed")
+    assert cluster.api.call("GET", f"{pods}/stays")["status"]["phase"] == "Running"
+    cluster.api.call("DELETE", f"{pods}/stays")
+    wait_for("the deleted pod gone", lambda: cluster.api.request("GET", f"{pods}/stays")[0] == 404)
+
+
+def test_the_real_jobset_controller_creates_the_child_jobs_and_their_pods_run(
+        cluster: Cluster, namespace: str, node_factory: NodeFactory, jobset_controller: jobset.Controller,
+) -> None:
+    node_factory(6, gpus=8)
+    template = {"spec": {**_pod("x", 8, node_factory.selector)["spec"], "restartPolicy": "Never"}}
+    manifest = {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": "train"},
+        "spec": {"replicatedJobs": [{"name": "workers", "replicas": 2, "template": {"spec": {
+            "parallelism": 3, "completions": 3, "completionMode": "Indexed", "backoffLimit": 0,
+            "template": template}}}]},
+    }
+    jobsets = f"{jobset.API}/namespaces/{namespace}/jobsets"
+    # The controller's validating webhook answers on loopback: a success policy naming a
+    # replicated job that does not exist is refused by it (no CRD schema can check that).
+    bad = {**manifest, "metadata": {"name": "bad"}, "spec": {
+        **manifest["spec"], "successPolicy": {"operator": "All", "targetReplicatedJobs": ["nope"]}}}
+    status, body = cluster.api.request("POST", jobsets, bad)
+    assert status >= 400 and "vjobset.fabricsched.io" in str(body), body
+    created = cluster.api.call("POST", jobsets, manifest)
+
+    def child_jobs() -> list[dict[str, Any]] | None:
+        selector = "labelSelector=jobset.sigs.k8s.io/jobset-name%3Dtrain"
+        items: list[dict[str, Any]] = cluster.api.call(
+            "GET", f"/apis/batch/v1/namespaces/{namespace}/jobs?{selector}")["items"]
+        return items if len(items) == 2 else None
+
+    jobs = wait_for("the two child Jobs of JobSet train", child_jobs)
+    assert sorted(j["metadata"]["name"] for j in jobs) == ["train-workers-0", "train-workers-1"]
+    for job in jobs:
+        [owner] = job["metadata"]["ownerReferences"]
+        assert (owner["kind"], owner["name"], owner["controller"]) == ("JobSet", "train", True)
+        assert job["metadata"]["labels"]["jobset.sigs.k8s.io/replicatedjob-name"] == "workers"
+    indexes = sorted(j["metadata"]["labels"]["jobset.sigs.k8s.io/job-global-index"] for j in jobs)
+    assert indexes == ["0", "1"]
+
+    pods = f"/api/v1/namespaces/{namespace}/pods?labelSelector=jobset.sigs.k8s.io/jobset-name%3Dtrain"
+
+    def running() -> list[dict[str, Any]] | None:
+        items: list[dict[str, Any]] = cluster.api.call("GET", pods)["items"]
+        ok = len(items) == 6 and all(p["status"].get("phase") == "Running" for p in items)
+        return items if ok else None
+
+    found = wait_for("the 6 pods of JobSet train Running", running)
+    assert len({p["spec"]["nodeName"] for p in found}) == 6  # 8 GPUs each: one pod per host
+    assert {p["metadata"]["labels"]["jobset.sigs.k8s.io/jobset-uid"] for p in found} == {
+        created["metadata"]["uid"]}

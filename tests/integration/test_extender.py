@@ -2,9 +2,9 @@
 
 A cluster of its own (the session cluster has only the default scheduler): the local control
 plane plus the second kube-scheduler from the shipped template, ``fabricsched run`` as a
-subprocess, 16 nodes of 8 GPUs in 2 spines x 2 leaves x 4 hosts. There is no kubelet: tests
-mark bound pods Running with the stand-in, and every test removes its pods at the end so the
-next one starts on an empty fabric.
+subprocess, 16 nodes of 8 GPUs in 2 spines x 2 leaves x 4 hosts. kwok plays the kubelets
+(bound pods go Running), and every test removes its pods at the end so the next one starts
+on an empty fabric.
 """
 
 from __future__ import annotations
@@ -25,8 +25,7 @@ import pytest
 from clusterkit import find_binaries_or_skip, new_namespace, stop_process
 from waiting import wait_for
 
-from fabricsched.cluster import commands, controlplane, nodes, processes, rest, samples
-from fabricsched.cluster import kubelet as stand_in_kubelet
+from fabricsched.cluster import commands, controlplane, kwok, nodes, processes, rest, samples
 
 REPO = Path(__file__).resolve().parents[2]
 TOPOLOGY = "ib-test"
@@ -169,7 +168,7 @@ class Fabric:
                 return None
             for p in found.values():
                 if p["status"].get("phase") == "Pending":
-                    stand_in_kubelet.set_pod_phase(self.api, namespace, p["metadata"]["name"], "Running")
+                    kwok.finish(self.api, namespace, p["metadata"]["name"], "Running")
             return [found[r]["spec"]["nodeName"] for r in range(pods)]
 
         result: list[str] = wait_for(f"{pods} pods of {namespace}/{job} bound", bound, timeout=60)
@@ -211,7 +210,7 @@ class Fabric:
             "DELETE", f"/apis/batch/v1/namespaces/{namespace}/jobs", {"propagationPolicy": "Background"}
         )
         for pod in self.pods(namespace):
-            stand_in_kubelet.force_delete(self.api, namespace, pod["metadata"]["name"])
+            kwok.delete_now(self.api, namespace, pod["metadata"]["name"])
         self.api.request("DELETE", f"/api/v1/namespaces/{namespace}")
 
 
@@ -448,7 +447,7 @@ def test_a_gang_held_for_locality_waits_with_an_event_then_lands_in_one_leaf(fab
     # after podMaxInUnschedulablePodsDuration (5 min): a node label stands for that event here.
     for pod in fabric.pods(ns):
         if pod["metadata"]["name"].startswith("block-"):
-            stand_in_kubelet.set_pod_phase(fabric.api, ns, pod["metadata"]["name"], "Succeeded")
+            kwok.finish(fabric.api, ns, pod["metadata"]["name"], "Succeeded")
     wait_for(
         "gang block released",
         lambda: (p := fabric.placement(ns, "block")) is not None

@@ -39,18 +39,53 @@ app.kubernetes.io/part-of: fabricsched
 {{- end }}
 
 {{/*
+The kube-scheduler image: the tag defaults to the cluster's own version, any vendor suffix cut
+off ("v1.37.2-eks-113cf36" and "v1.37.2+k3s1" give "v1.37.2"), as the scheduler's API use follows
+its own version.
+*/}}
+{{- define "fabricsched.schedulerImage" -}}
+{{- $version := regexFind "^v?[0-9]+\\.[0-9]+\\.[0-9]+" .Capabilities.KubeVersion.Version }}
+{{- $tag := .Values.scheduler.image.tag }}
+{{- if not $tag }}
+{{- if not $version }}
+{{- fail (printf "cluster version %q has no vX.Y.Z: set scheduler.image.tag" .Capabilities.KubeVersion.Version) }}
+{{- end }}
+{{- $tag = printf "v%s" (trimPrefix "v" $version) }}
+{{- end }}
+{{- printf "%s:%s" .Values.scheduler.image.repository $tag }}
+{{- end }}
+
+{{/*
+The GPU resources the extender manages: scheduler.gpuResources, or else topology.gpuResource,
+plus the gpuResource of the topology this chart creates; repeats dropped, first kept.
+*/}}
+{{- define "fabricsched.managedResources" -}}
+{{- $names := .Values.scheduler.gpuResources | default (list .Values.topology.gpuResource) }}
+{{- if .Values.topology.create }}
+{{- $names = append $names .Values.topology.gpuResource }}
+{{- end }}
+{{- $entries := list }}
+{{- range uniq $names }}
+{{- $entries = append $entries (dict "name" . "ignoredByScheduler" false) }}
+{{- end }}
+{{- toJson $entries }}
+{{- end }}
+
+{{/*
 The KubeSchedulerConfiguration. files/kube-scheduler-config.yaml.tmpl is a byte copy of
-fabricsched/extender/kube-scheduler-config.yaml.tmpl, the one template `fabricsched cluster up`
-renders too; only its three ${...} placeholders are filled here, exactly as Python's
+fabricsched/api/kube-scheduler-config.yaml.tmpl, the one template `fabricsched cluster up`
+renders too; only its ${...} placeholders are filled here, exactly as Python's
 string.Template does (tests/unit/deploy/test_deploy_files.py keeps the copy byte-equal;
 tests/integration/test_chart.py compares both renderings).
 - kubeconfig "": the in-cluster service account.
 - the extender: the fabricsched container next to the scheduler, on the pod's loopback.
 - the Lease `fabricsched-scheduler` lives in the release namespace (the Role in rbac.yaml).
+- managedResources: fabricsched.managedResources above.
 */}}
 {{- define "fabricsched.schedulerConfig" -}}
 {{- .Files.Get "files/kube-scheduler-config.yaml.tmpl"
     | replace "${kubeconfig}" ""
     | replace "${extender_url}" "http://127.0.0.1:8888"
-    | replace "${lease_namespace}" .Release.Namespace }}
+    | replace "${lease_namespace}" .Release.Namespace
+    | replace "${managed_resources}" (include "fabricsched.managedResources" .) }}
 {{- end }}

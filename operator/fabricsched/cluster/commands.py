@@ -5,21 +5,22 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
-from importlib import resources
 from pathlib import Path
 
-from fabricsched.cluster import components, controlplane, errors
+from fabricsched.api import schedconfig
+from fabricsched.cluster import components, controlplane, demo, errors
 
-FABRICSCHED_SCHEDULER = "fabricsched"
-"""The second kube-scheduler's profile: pods with ``schedulerName: fabricsched`` go through the extender."""
-DEFAULT_EXTENDER_URL = "http://127.0.0.1:8888"
+DEFAULT_EXTENDER_URL = schedconfig.DEFAULT_EXTENDER_URL
+fabricsched_scheduler = components.fabricsched_scheduler
+"""The second kube-scheduler (profile ``fabricsched``), for callers that start a cluster themselves."""
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     cluster = sub.add_parser(
         "cluster", help="run a local control plane (etcd, kube-apiserver, controller manager, scheduler)",
         description="A local Kubernetes control plane as processes, for the demo and the tests. "
-                    "No kubelet: nodes come from a manifest file and are Ready as declared.")
+                    "Nodes come from a manifest file, with the conditions it declares; kwok plays "
+                    "their kubelets.")
     actions = cluster.add_subparsers(dest="action", required=True)
 
     up = actions.add_parser("up", help="start a fresh cluster and return once it is healthy")
@@ -31,6 +32,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     up.add_argument("--extender-url", default=DEFAULT_EXTENDER_URL,
                     help="URL prefix of the fabricsched extender the second kube-scheduler "
                          "(profile fabricsched) calls (default: %(default)s)")
+    up.add_argument("--gpu-resource", dest="gpu_resources", action="append", metavar="NAME",
+                    help="a GPU resource name the extender manages (managedResources); repeat for "
+                         "several; use the gpuResource of every FabricTopology you will create "
+                         f"(default: {schedconfig.DEFAULT_GPU_RESOURCE})")
     up.add_argument("--no-fabricsched-scheduler", dest="fabricsched_scheduler", action="store_false",
                     help="start only the default kube-scheduler")
     up.set_defaults(handler=_up)
@@ -40,9 +45,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     down.add_argument("--timeout", type=float, default=controlplane.Options.stop_timeout,
                       help="seconds between SIGTERM and SIGKILL per component (default: %(default)s)")
     down.set_defaults(handler=_down)
-
-    # `fabricsched demo`: imported here, as demo imports this module for fabricsched_scheduler.
-    from fabricsched.cluster import demo
 
     demo.register(sub)
 
@@ -54,10 +56,12 @@ def _fail(action: str, error: Exception) -> int:
 
 def _up(args: argparse.Namespace) -> int:
     try:
-        extra = [fabricsched_scheduler(args.extender_url)] if args.fabricsched_scheduler else []
+        resources = args.gpu_resources or [schedconfig.DEFAULT_GPU_RESOURCE]
+        extra = [components.fabricsched_scheduler(args.extender_url, gpu_resources=resources)] \
+            if args.fabricsched_scheduler else []
         plane = controlplane.up(args.dir, args.nodes, extra_schedulers=extra,
                                 options=controlplane.Options(timeout=args.timeout))
-    except errors.ClusterError as e:
+    except (errors.ClusterError, ValueError) as e:
         return _fail("up", e)
     timings = plane.timings
     print(f"cluster up in {timings['total']:.1f} s ({len(plane.node_names)} nodes created in "
@@ -66,20 +70,6 @@ def _up(args: argparse.Namespace) -> int:
     print(f"export KUBECONFIG={shlex.quote(str(plane.kubeconfig))}")
     print(f"stop it with: fabricsched cluster down --dir {shlex.quote(str(plane.dir))}")
     return 0
-
-
-def fabricsched_scheduler(extender_url: str,
-                          lease_namespace: str = "kube-system") -> components.SchedulerSpec:
-    """The kube-scheduler that calls the extender, from the one template the Helm chart uses too.
-
-    The template ships as package data of ``fabricsched.extender``; reading it as a file keeps
-    the cluster adapter from importing the extender (sibling adapters stay independent).
-    """
-    template = resources.files("fabricsched.extender").joinpath("kube-scheduler-config.yaml.tmpl")
-    return components.SchedulerSpec(
-        FABRICSCHED_SCHEDULER, template.read_text(encoding="utf-8"),
-        {"extender_url": extender_url.rstrip("/"), "lease_namespace": lease_namespace},
-    )
 
 
 def _down(args: argparse.Namespace) -> int:

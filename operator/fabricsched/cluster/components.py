@@ -6,12 +6,14 @@ starting anything. Flag choices and their reasons are listed in docs/cluster.md.
 
 from __future__ import annotations
 
+import dataclasses
 import string
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fabricsched.cluster import binaries, certs
+from fabricsched.api import schedconfig
+from fabricsched.cluster import binaries, certs, kwok
 
 SERVICE_CIDR = "10.0.0.0/24"
 SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
@@ -20,7 +22,15 @@ DISABLED_ADMISSION_PLUGINS = ("TaintNodesByCondition",)
 """Without a kubelet nobody would ever clear the not-ready taint this plugin puts on new nodes."""
 
 DISABLED_CONTROLLERS = ("node-lifecycle-controller", "taint-eviction-controller")
-"""Without kubelet heartbeats these would mark every node unreachable and evict its pods."""
+"""A node's conditions are what its creator declared (a test's or the demo's input): the node
+lifecycle controller would taint and evict on them, on its own clock."""
+
+FEATURE_GATES: Mapping[str, bool] = {"GenericWorkload": True}
+"""On for every component: the native gang API (Workload, PodGroup). ``WorkloadWithJob`` (alpha)
+stays off, so a plain Job gets no PodGroup and keeps being a gang by fabricsched's own rules."""
+
+RUNTIME_CONFIG = ("scheduling.k8s.io/v1beta1=true",)
+"""Beta APIs are not served by default: Workload and PodGroup live in scheduling.k8s.io/v1beta1."""
 
 DEFAULT_SCHEDULER_NAME = "default-scheduler"
 
@@ -50,6 +60,9 @@ class SchedulerSpec:
     """The ``schedulerName`` pods select; also names the process, its files and its logs."""
     config_template: str = DEFAULT_SCHEDULER_TEMPLATE
     params: Mapping[str, str] = field(default_factory=dict)
+    renderer: Callable[[Path], str] | None = None
+    """Renders the whole configuration from the scheduler's kubeconfig path, in place of the
+    template (the fabricsched scheduler: the renderer the Helm chart is tested against)."""
 
     @property
     def component(self) -> str:
@@ -58,12 +71,31 @@ class SchedulerSpec:
         return f"kube-scheduler-{self.name}"
 
     def render(self, kubeconfig_path: Path, cluster_dir: Path) -> str:
+        if self.renderer is not None:
+            return self.renderer(kubeconfig_path)
         values = {**self.params, "kubeconfig": str(kubeconfig_path), "scheduler_name": self.name,
                   "dir": str(cluster_dir)}
         return string.Template(self.config_template).substitute(values)
 
 
 DEFAULT_SCHEDULER = SchedulerSpec(DEFAULT_SCHEDULER_NAME)
+
+
+def fabricsched_scheduler(extender_url: str, lease_namespace: str = schedconfig.DEFAULT_LEASE_NAMESPACE,
+                          gpu_resources: Sequence[str] = (schedconfig.DEFAULT_GPU_RESOURCE,),
+                          ) -> SchedulerSpec:
+    """The kube-scheduler that calls the extender, rendered exactly as the Helm chart's is.
+
+    ``gpu_resources`` become ``managedResources``: the ``gpuResource`` of every FabricTopology
+    the cluster will hold. Bad values raise ``ValueError`` here, before anything starts.
+    """
+    options = schedconfig.SchedulerConfigOptions(
+        extender_url=extender_url, lease_namespace=lease_namespace, gpu_resources=tuple(gpu_resources))
+
+    def render(kubeconfig_path: Path) -> str:
+        return schedconfig.render(dataclasses.replace(options, kubeconfig=str(kubeconfig_path)))
+
+    return SchedulerSpec(schedconfig.SCHEDULER_NAME, renderer=render)
 
 
 @dataclass(frozen=True)
@@ -101,6 +133,14 @@ class Layout:
     def scheduler_config(self, component: str) -> Path:
         return self.root / f"{component}.yaml"
 
+    @property
+    def kwok_config(self) -> Path:
+        return self.root / "kwok.yaml"
+
+    @property
+    def kwok_workdir(self) -> Path:
+        return self.root / "kwok"
+
 
 @dataclass(frozen=True)
 class Ports:
@@ -110,11 +150,17 @@ class Ports:
     controller_manager: int
     schedulers: Mapping[str, int]
     """Secure (healthz) port of each scheduler, by scheduler name."""
+    kwok: int = 0
+    """kwok's plain HTTP /healthz on loopback."""
 
     def as_dict(self) -> dict[str, object]:
         return {"etcd_client": self.etcd_client, "etcd_peer": self.etcd_peer,
                 "apiserver": self.apiserver, "controller_manager": self.controller_manager,
-                "schedulers": dict(self.schedulers)}
+                "schedulers": dict(self.schedulers), "kwok": self.kwok}
+
+
+def feature_gates_flag(gates: Mapping[str, bool] = FEATURE_GATES) -> str:
+    return "--feature-gates=" + ",".join(f"{name}={str(on).lower()}" for name, on in sorted(gates.items()))
 
 
 def etcd(bins: binaries.Binaries, layout: Layout, ports: Ports) -> list[str]:
@@ -141,6 +187,9 @@ def apiserver(bins: binaries.Binaries, layout: Layout, ports: Ports, pki: certs.
         f"--etcd-servers=http://127.0.0.1:{ports.etcd_client}",
         "--bind-address=127.0.0.1",
         "--advertise-address=127.0.0.1",
+        # Since 1.37 the endpoint reconciler refuses a loopback address; nothing in this cluster
+        # reaches the API server through the `kubernetes` Service's endpoints anyway.
+        "--endpoint-reconciler-type=none",
         f"--secure-port={ports.apiserver}",
         f"--tls-cert-file={pki.apiserver.cert}",
         f"--tls-private-key-file={pki.apiserver.key}",
@@ -153,6 +202,8 @@ def apiserver(bins: binaries.Binaries, layout: Layout, ports: Ports, pki: certs.
         f"--disable-admission-plugins={','.join(DISABLED_ADMISSION_PLUGINS)}",
         "--allow-privileged=true",
         "--profiling=false",
+        feature_gates_flag(),
+        f"--runtime-config={','.join(RUNTIME_CONFIG)}",
     ]
 
 
@@ -178,6 +229,7 @@ def controller_manager(bins: binaries.Binaries, layout: Layout, ports: Ports,
         # Tests create Jobs and wait for their pods: the default 20 QPS is the bottleneck.
         "--kube-api-qps=100",
         "--kube-api-burst=200",
+        feature_gates_flag(),
     ]
 
 
@@ -190,7 +242,18 @@ def scheduler(bins: binaries.Binaries, layout: Layout, ports: Ports, spec: Sched
         f"--authorization-kubeconfig={config}",
         "--bind-address=127.0.0.1",
         f"--secure-port={ports.schedulers[spec.name]}",
+        feature_gates_flag(),
     ]
+
+
+def kwok_argv(bins: binaries.Binaries, layout: Layout) -> list[str]:
+    """kwok as every node's kubelet; its configuration file is written by ``write_kwok_config``."""
+    return kwok.argv(bins.kwok, layout.kwok_config, layout.admin_kubeconfig)
+
+
+def write_kwok_config(layout: Layout, ports: Ports, lease_seconds: int = kwok.NODE_LEASE_SECONDS) -> None:
+    layout.kwok_workdir.mkdir(parents=True, exist_ok=True)
+    kwok.write_configuration(layout.kwok_config, f"127.0.0.1:{ports.kwok}", lease_seconds)
 
 
 def scheduler_specs(extra: Sequence[SchedulerSpec]) -> tuple[SchedulerSpec, ...]:

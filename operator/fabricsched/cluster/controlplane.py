@@ -1,9 +1,10 @@
 """``up`` and ``down``: the local control plane's life cycle.
 
-Flow of ``up``: validate the nodes file -> find binaries -> fresh PKI, kubeconfigs and
-scheduler configurations -> start etcd and the API server together (the API server
-retries etcd) -> once it is ready, start the controller manager and the schedulers ->
-wait until every one is healthy and the default ServiceAccount exists -> create the nodes.
+Flow of ``up``: validate the nodes file -> find binaries -> fresh PKI, kubeconfigs, scheduler
+and kwok configurations -> start etcd and the API server together (the API server retries
+etcd) -> once it is ready, start the controller manager, the schedulers and kwok (every
+node's kubelet) -> wait until every one is healthy and the default ServiceAccount exists ->
+create the nodes.
 Any failure tears down what was started and raises an error that ends with the failing
 component's log.
 """
@@ -22,9 +23,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fabricsched.cluster import binaries, certs, components, errors, kubeconfig, nodes, processes, rest
+from fabricsched.cluster import binaries, certs, components, errors, kubeconfig, kwok, nodes, processes, rest
 
 CLUSTER_NAME = "fabricsched"
+KWOK = "kwok"
+"""Component name of kwok (every node's kubelet) in the state file and its log."""
 
 
 @dataclass(frozen=True)
@@ -35,6 +38,9 @@ class Options:
     """Seconds ``down`` waits after SIGTERM before SIGKILL."""
     bin_dir: Path | None = None
     """Where the binaries are; default ``binaries.bin_dir()``."""
+    node_lease_seconds: int = kwok.NODE_LEASE_SECONDS
+    """Duration of the node Leases kwok renews (every quarter of it, as a kubelet); 0 = none.
+    At thousands of nodes the renewals are most of the API server's write load."""
 
 
 @dataclass
@@ -92,10 +98,11 @@ def _running(layout: components.Layout) -> list[processes.ProcessRecord]:
 
 
 def _prepare(layout: components.Layout, specs: Sequence[components.SchedulerSpec],
-             ports: components.Ports, now: datetime.datetime) -> certs.Pki:
+             ports: components.Ports, now: datetime.datetime, lease_seconds: int) -> certs.Pki:
     # A fresh cluster each time: old etcd data would resurrect old objects.
     shutil.rmtree(layout.etcd_data, ignore_errors=True)
     shutil.rmtree(layout.logs, ignore_errors=True)
+    shutil.rmtree(layout.kwok_workdir, ignore_errors=True)
     layout.logs.mkdir(parents=True)
     pki = certs.generate(layout.pki, now)
     server = f"https://127.0.0.1:{ports.apiserver}"
@@ -106,6 +113,7 @@ def _prepare(layout: components.Layout, specs: Sequence[components.SchedulerSpec
         config = kubeconfig.write(layout.kubeconfig(spec.component), server, pki.ca.cert, pki.scheduler,
                                   "kube-scheduler", CLUSTER_NAME)
         layout.scheduler_config(spec.component).write_text(spec.render(config, layout.root))
+    components.write_kwok_config(layout, ports, lease_seconds)
     return pki
 
 
@@ -137,6 +145,42 @@ def _api_ok(client: rest.Client, path: str) -> Callable[[], bool]:
     return check
 
 
+def _allocate_ports(specs: Sequence[components.SchedulerSpec]) -> components.Ports:
+    port_list = processes.free_ports(5 + len(specs))
+    return components.Ports(
+        etcd_client=port_list[0], etcd_peer=port_list[1], apiserver=port_list[2],
+        controller_manager=port_list[3], kwok=port_list[4],
+        schedulers={s.name: p for s, p in zip(specs, port_list[5:], strict=True)},
+    )
+
+
+def _kwok_ok(port: int) -> Callable[[], bool]:
+    url = f"http://127.0.0.1:{port}/healthz"
+
+    def check() -> bool:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                return bool(response.status == 200)
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            return False
+    return check
+
+
+def _await_controllers(client: rest.Client, ports: components.Ports,
+                       specs: Sequence[components.SchedulerSpec], deadline: float,
+                       records: Sequence[processes.ProcessRecord]) -> None:
+    health = _health_context()
+    _wait("kube-controller-manager /healthz", _healthz(ports.controller_manager, health),
+          deadline, records, "kube-controller-manager")
+    for spec in specs:
+        _wait(f"{spec.component} /healthz", _healthz(ports.schedulers[spec.name], health),
+              deadline, records, spec.component)
+    _wait("kwok /healthz", _kwok_ok(ports.kwok), deadline, records, KWOK)
+    _wait("the default ServiceAccount in namespace default",
+          _api_ok(client, "/api/v1/namespaces/default/serviceaccounts/default"),
+          deadline, records, "kube-controller-manager")
+
+
 def up(directory: Path, nodes_file: Path | None = None,
        extra_schedulers: Sequence[components.SchedulerSpec] = (),
        options: Options = Options()) -> ControlPlane:
@@ -153,14 +197,9 @@ def up(directory: Path, nodes_file: Path | None = None,
             f"a cluster already runs in {directory} ({', '.join(r.component for r in running)}); "
             f"stop it first: fabricsched cluster down --dir {directory}")
 
-    port_list = processes.free_ports(4 + len(specs))
-    ports = components.Ports(
-        etcd_client=port_list[0], etcd_peer=port_list[1], apiserver=port_list[2],
-        controller_manager=port_list[3],
-        schedulers={s.name: p for s, p in zip(specs, port_list[4:], strict=True)},
-    )
+    ports = _allocate_ports(specs)
     now = datetime.datetime.now(datetime.UTC)
-    pki = _prepare(layout, specs, ports, now)
+    pki = _prepare(layout, specs, ports, now, options.node_lease_seconds)
     state: dict[str, Any] = {"kubeconfig": str(layout.admin_kubeconfig), "ports": ports.as_dict(),
                              "started_at": now.isoformat()}
     # The controller manager and schedulers exit when their first requests are refused
@@ -172,6 +211,7 @@ def up(directory: Path, nodes_file: Path | None = None,
     controllers = [
         ("kube-controller-manager", components.controller_manager(bins, layout, ports, pki)),
         *[(s.component, components.scheduler(bins, layout, ports, s)) for s in specs],
+        (KWOK, components.kwok_argv(bins, layout)),
     ]
     children: list[subprocess.Popen[bytes]] = []
     records: list[processes.ProcessRecord] = []
@@ -179,7 +219,8 @@ def up(directory: Path, nodes_file: Path | None = None,
 
     def start(batch: Sequence[tuple[str, list[str]]]) -> None:
         for component, argv in batch:
-            child, record = processes.start(component, argv, layout.log(component))
+            env = kwok.environment(layout.kwok_workdir) if component == KWOK else None
+            child, record = processes.start(component, argv, layout.log(component), env)
             children.append(child)
             records.append(record)
             processes.write_state(layout.state, records, state)
@@ -191,15 +232,7 @@ def up(directory: Path, nodes_file: Path | None = None,
             _wait("kube-apiserver /readyz", _api_ok(client, "/readyz"), deadline, records, "kube-apiserver")
             timings["apiserver"] = time.monotonic() - t0
             start(controllers)
-            health = _health_context()
-            _wait("kube-controller-manager /healthz", _healthz(ports.controller_manager, health),
-                  deadline, records, "kube-controller-manager")
-            for spec in specs:
-                _wait(f"{spec.component} /healthz", _healthz(ports.schedulers[spec.name], health),
-                      deadline, records, spec.component)
-            _wait("the default ServiceAccount in namespace default",
-                  _api_ok(client, "/api/v1/namespaces/default/serviceaccounts/default"),
-                  deadline, records, "kube-controller-manager")
+            _await_controllers(client, ports, specs, deadline, records)
             timings["healthy"] = time.monotonic() - t0
             names = nodes.create(client, manifests, now) if manifests else []
             timings["nodes"] = time.monotonic() - t0 - timings["healthy"]

@@ -5,8 +5,8 @@ the ``fabricsched`` scheduler -> CRDs and the FabricTopology -> ``fabricsched ru
 background, recorded in the cluster's state file so ``down`` stops it with the rest -> its
 /readyz and the topology's first status -> the sample Jobs one at a time, each bound before the
 next is submitted (the extender plans gangs in the order their first pods arrive: one at a time,
-the tour tells the same story every run), playing the kubelet for bound pods -> the report
-(``tour``). The cluster is left running for ``kubectl``.
+the tour tells the same story every run; kwok runs the bound pods) -> the report (``tour``).
+The cluster is left running for ``kubectl``.
 
 Imports no controller or extender module: the operator runs as its own process, as in a cluster.
 """
@@ -29,8 +29,9 @@ from typing import Any
 import yaml
 
 from fabricsched.api import placement as placement_api
+from fabricsched.api import schedconfig
 from fabricsched.api import topology as topology_api
-from fabricsched.cluster import commands, components, controlplane, errors, kubelet, processes, rest, tour
+from fabricsched.cluster import components, controlplane, errors, processes, rest, tour
 
 OPERATOR = "fabricsched"
 """Component name of ``fabricsched run`` in the state file and its log (``logs/fabricsched.log``)."""
@@ -188,13 +189,6 @@ def _pods(api: rest.Client, namespace: str, job: str | None = None) -> list[dict
     return items
 
 
-def _play_kubelet(api: rest.Client, pods: Sequence[Mapping[str, Any]]) -> None:
-    """Mark bound pods Running, as their node's kubelet would once the containers started."""
-    for pod in pods:
-        if pod["spec"].get("nodeName") and pod.get("status", {}).get("phase", "Pending") == "Pending":
-            kubelet.set_pod_phase(api, pod["metadata"]["namespace"], pod["metadata"]["name"], "Running")
-
-
 def _scheduling_trouble(api: rest.Client, namespace: str) -> str:
     events = api.call("GET", f"/api/v1/namespaces/{namespace}/events")["items"]
     warnings = [f"{e['involvedObject'].get('name')}: {e.get('reason')}: {e.get('message', '')[:300]}"
@@ -211,7 +205,6 @@ def _run_job(api: rest.Client, namespace: str, job: Mapping[str, Any], timeout: 
 
     def bound() -> bool:
         pods = _pods(api, namespace, name)
-        _play_kubelet(api, pods)
         return sum(1 for p in pods if p["spec"].get("nodeName")) >= size
 
     try:
@@ -239,87 +232,112 @@ def _start_operator(layout: components.Layout, kubeconfig: Path, health: str, ex
     return child, record
 
 
-def up(options: Options = Options(), say: Callable[[str], None] = print) -> Tour:
-    """Start the demo from scratch (stopping a previous one in ``options.dir``) and run the tour."""
-    t0 = time.monotonic()
-    timings: dict[str, float] = {}
+def _check_inputs(options: Options) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The Jobs and the FabricTopology, read before anything starts."""
     jobs = load_jobs(options.jobs)
     for path in (options.nodes, options.topology, options.crds):
         if not path.exists():
             raise errors.ClusterError(f"{path} not found: run the demo from the repository root")
+    topology: dict[str, Any] = yaml.safe_load(options.topology.read_text(encoding="utf-8"))
+    return jobs, topology
+
+
+def _gpu_resources(topology: Mapping[str, Any]) -> list[str]:
+    return [str((topology.get("spec") or {}).get("gpuResource") or schedconfig.DEFAULT_GPU_RESOURCE)]
+
+
+def _start_fabricsched(api: rest.Client, plane: controlplane.ControlPlane, options: Options,
+                       topology: Mapping[str, Any], health: str, extender: str, say: Callable[[str], None],
+                       ) -> tuple[subprocess.Popen[bytes], processes.ProcessRecord]:
+    """CRDs, the FabricTopology, then ``fabricsched run``; returns once it saw every node."""
+    say(f"==> CRDs from {options.crds}/, FabricTopology from {options.topology}")
+    _install_crds(api, options.crds, options.timeout)
+    api.call("POST", f"/apis/{topology_api.API_VERSION}/{topology_api.PLURAL}", topology)
+    say(f"==> fabricsched run (extender {extender}, health {health}); log in "
+        f"{options.dir / 'logs' / (OPERATOR + '.log')}")
+    child, operator = _start_operator(components.Layout(plane.dir), plane.kubeconfig, health, extender)
+    _wait(f"fabricsched run /readyz on {health}", _ready(health), options.timeout, operator)
+    name = topology["metadata"]["name"]
+
+    def fabric_seen() -> bool:
+        found = api.call("GET", _topology_path(name))
+        status = found.get("status") or {}
+        return bool(status.get("nodes") == len(plane.node_names)
+                    and status.get("observedGeneration") == found["metadata"].get("generation"))
+
+    _wait(f"FabricTopology {name} status with {len(plane.node_names)} nodes", fabric_seen,
+          options.timeout, operator)
+    return child, operator
+
+
+def _topology_path(name: str) -> str:
+    return f"/apis/{topology_api.API_VERSION}/{topology_api.PLURAL}/{name}"
+
+
+def _place_jobs(api: rest.Client, options: Options, jobs: Sequence[Mapping[str, Any]], topology_name: str,
+                operator: processes.ProcessRecord, say: Callable[[str], None],
+                ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Submit the Jobs one at a time; returns their Bound FabricPlacements and the topology."""
+    namespace = options.namespace
+    api.call("POST", "/api/v1/namespaces", {"metadata": {"name": namespace}})
+    _wait(f"ServiceAccount {namespace}/default",
+          lambda: api.request("GET", f"/api/v1/namespaces/{namespace}/serviceaccounts/default")[0] == 200,
+          options.timeout)
+    for job in jobs:
+        say(f"==> Job {namespace}/{job['metadata']['name']}: {gang_size(job)} pod(s), waiting until all "
+            "are bound")
+        _run_job(api, namespace, job, options.timeout, operator)
+    order = [j["metadata"]["name"] for j in jobs]
+
+    def all_bound() -> list[dict[str, Any]] | None:
+        found = [p for p in _placements(api, namespace) if p["metadata"]["name"] in order]
+        phases = [(p.get("status") or {}).get("phase") for p in found]
+        return found if len(found) == len(order) and all(ph == "Bound" for ph in phases) else None
+
+    placements: list[dict[str, Any]] = _wait("every FabricPlacement to reach phase Bound", all_bound,
+                                             options.timeout, operator)
+    # Status is written at most once per status interval: wait until it counts every bound
+    # pod, so the summary printed next is not a second old.
+    used = sum(int(p["spec"]["size"]) * int(p["spec"]["gpusPerPod"]) for p in placements)
+
+    def counted() -> dict[str, Any] | None:
+        found: dict[str, Any] = api.call("GET", _topology_path(topology_name))
+        gpus = (found.get("status") or {}).get("gpus") or {}
+        return found if gpus.get("free") == gpus.get("total", 0) - used else None
+
+    topology = _wait(f"FabricTopology {topology_name} status to count {used} GPUs in use", counted,
+                     options.timeout, operator)
+    placements.sort(key=lambda p: order.index(p["metadata"]["name"]))
+    return placements, topology
+
+
+def up(options: Options = Options(), say: Callable[[str], None] = print) -> Tour:
+    """Start the demo from scratch (stopping a previous one in ``options.dir``) and run the tour."""
+    t0 = time.monotonic()
+    timings: dict[str, float] = {}
+    jobs, topology = _check_inputs(options)
     if down(options.dir):
         say("(stopped a previous demo; some components needed SIGKILL)")
     extender, health = _address(options.extender_address), _address(options.health_address)
 
     say(f"==> cluster up in {options.dir} with {options.nodes}")
-    scheduler = commands.fabricsched_scheduler(f"http://{extender}")
+    scheduler = components.fabricsched_scheduler(f"http://{extender}", gpu_resources=_gpu_resources(topology))
     plane = controlplane.up(options.dir, options.nodes, extra_schedulers=[scheduler],
                             options=controlplane.Options(timeout=options.timeout))
     children = list(plane._children)
-    kubectl, kubeconfig = plane.binaries.kubectl, plane.kubeconfig
     timings["cluster"] = time.monotonic() - t0
     api = plane.client()
     try:
-        say(f"==> CRDs from {options.crds}/, FabricTopology from {options.topology}")
-        _install_crds(api, options.crds, options.timeout)
-        topology = yaml.safe_load(options.topology.read_text(encoding="utf-8"))
-        topology_name = topology["metadata"]["name"]
-        api.call("POST", f"/apis/{topology_api.API_VERSION}/{topology_api.PLURAL}", topology)
-
-        say(f"==> fabricsched run (extender {extender}, health {health}); log in "
-            f"{options.dir / 'logs' / (OPERATOR + '.log')}")
         t = time.monotonic()
-        layout = components.Layout(plane.dir)
-        child, operator = _start_operator(layout, kubeconfig, health, extender)
+        child, operator = _start_fabricsched(api, plane, options, topology, health, extender, say)
         children.append(child)
-        _wait(f"fabricsched run /readyz on {health}", _ready(health), options.timeout, operator)
-        topology_path = f"/apis/{topology_api.API_VERSION}/{topology_api.PLURAL}/{topology_name}"
-
-        def fabric_seen() -> bool:
-            found = api.call("GET", topology_path)
-            status = found.get("status") or {}
-            return bool(status.get("nodes") == len(plane.node_names)
-                        and status.get("observedGeneration") == found["metadata"].get("generation"))
-
-        _wait(f"FabricTopology {topology_name} status with {len(plane.node_names)} nodes", fabric_seen,
-              options.timeout, operator)
         timings["operator"] = time.monotonic() - t
-
         t = time.monotonic()
-        api.call("POST", "/api/v1/namespaces", {"metadata": {"name": options.namespace}})
-        _wait(f"ServiceAccount {options.namespace}/default",
-              lambda: api.request("GET", f"/api/v1/namespaces/{options.namespace}/serviceaccounts/default")[0]
-              == 200, options.timeout)
-        for job in jobs:
-            name = job["metadata"]["name"]
-            say(f"==> Job {options.namespace}/{name}: {gang_size(job)} pod(s), waiting until all are bound")
-            _run_job(api, options.namespace, job, options.timeout, operator)
-        names = {j["metadata"]["name"] for j in jobs}
-
-        def all_bound() -> list[dict[str, Any]] | None:
-            found = [p for p in _placements(api, options.namespace) if p["metadata"]["name"] in names]
-            phases = [(p.get("status") or {}).get("phase") for p in found]
-            return found if len(found) == len(names) and all(ph == "Bound" for ph in phases) else None
-
-        placements = _wait("every FabricPlacement to reach phase Bound", all_bound, options.timeout, operator)
-        # Status is written at most once per status interval: wait until it counts every bound
-        # pod, so the summary printed next is not a second old.
-        used = sum(int(p["spec"]["size"]) * int(p["spec"]["gpusPerPod"]) for p in placements)
-
-        def counted() -> dict[str, Any] | None:
-            found: dict[str, Any] = api.call("GET", topology_path)
-            gpus = (found.get("status") or {}).get("gpus") or {}
-            return found if gpus.get("free") == gpus.get("total", 0) - used else None
-
-        topology = _wait(f"FabricTopology {topology_name} status to count {used} GPUs in use", counted,
-                         options.timeout, operator)
+        placements, status = _place_jobs(api, options, jobs, topology["metadata"]["name"], operator, say)
         timings["jobs"] = time.monotonic() - t
-        order = [j["metadata"]["name"] for j in jobs]
-        placements.sort(key=lambda p: order.index(p["metadata"]["name"]))
         result = Tour(
-            dir=plane.dir, kubeconfig=kubeconfig, kubectl=kubectl, health_address=health,
-            extender_address=extender, namespace=options.namespace,
-            topology=topology, placements=placements,
+            dir=plane.dir, kubeconfig=plane.kubeconfig, kubectl=plane.binaries.kubectl, health_address=health,
+            extender_address=extender, namespace=options.namespace, topology=status, placements=placements,
             pods=_pods(api, options.namespace), nodes=api.call("GET", "/api/v1/nodes")["items"],
             timings=timings, operator=operator, _children=children,
         )

@@ -4,7 +4,8 @@ The file is what ``kubectl get nodes -o yaml`` prints (a ``List`` of Nodes), a
 ``NodeList``, or one or more ``Node`` documents. Server-populated metadata is dropped.
 A Node's status is accepted on create (the API server keeps it, unlike most kinds), so
 one POST per node makes it Ready and schedulable; if a server ever drops it, we patch
-the status subresource. There is no kubelet: the status stays as written.
+the status subresource. kwok plays the kubelets: it renews each node's Lease and the Ready
+condition's heartbeat, and keeps every condition as written.
 """
 
 from __future__ import annotations
@@ -160,7 +161,7 @@ def prepare(node: Mapping[str, Any], now: datetime.datetime) -> dict[str, Any]:
     if not any(c.get("type") == "Ready" for c in conditions):
         stamp = _timestamp(now)
         conditions.append({"type": "Ready", "status": "True", "reason": "KubeletReady",
-                           "message": "fabricsched local control plane: no kubelet, status as declared",
+                           "message": "fabricsched local cluster: kwok plays the kubelet, status as declared",
                            "lastHeartbeatTime": stamp, "lastTransitionTime": stamp})
     status["conditions"] = conditions
     return manifest

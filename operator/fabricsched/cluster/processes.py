@@ -15,7 +15,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -80,14 +80,16 @@ def is_alive(record: ProcessRecord) -> bool:
     return record.start_ticks is None or int(fields[19]) == record.start_ticks
 
 
-def start(component: str, argv: Sequence[str], log: Path) -> tuple[subprocess.Popen[bytes], ProcessRecord]:
-    """Start one component in a new session, stdout and stderr appended to ``log``."""
+def start(component: str, argv: Sequence[str], log: Path, env: Mapping[str, str] | None = None,
+          ) -> tuple[subprocess.Popen[bytes], ProcessRecord]:
+    """Start one component in a new session, stdout and stderr appended to ``log``; ``env`` is
+    added to our environment."""
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("ab") as out:
         # The child keeps its own copy of the descriptor; ours closes with this block.
         process = subprocess.Popen(
             list(argv), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-            start_new_session=True,
+            start_new_session=True, env={**os.environ, **env} if env else None,
         )
     record = ProcessRecord(
         component=component, pid=process.pid, pgid=process.pid,

@@ -43,3 +43,18 @@ def test_down_without_a_recorded_cluster_is_a_no_op(
     args = _parse("cluster", "down", "--dir", str(tmp_path))
     assert args.handler(args) == 0
     assert "nothing to stop" in capsys.readouterr().out
+
+
+def test_gpu_resources_are_repeatable_and_default_to_nvidia() -> None:
+    args = _parse("cluster", "up", "--dir", "c", "--gpu-resource", "amd.com/gpu",
+                  "--gpu-resource", "nvidia.com/gpu")
+    assert args.gpu_resources == ["amd.com/gpu", "nvidia.com/gpu"]
+    assert _parse("cluster", "up", "--dir", "c").gpu_resources is None
+
+
+def test_a_bad_gpu_resource_name_exits_non_zero_before_anything_starts(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = _parse("cluster", "up", "--dir", str(tmp_path / "c"), "--gpu-resource", "gpu")
+    assert args.handler(args) == 1
+    assert "not an extended resource name like nvidia.com/gpu: 'gpu'" in capsys.readouterr().err
+    assert not (tmp_path / "c").exists()

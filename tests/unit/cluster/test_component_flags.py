@@ -8,15 +8,16 @@ from pathlib import Path
 import pytest
 import yaml
 
+from fabricsched.api import schedconfig
 from fabricsched.cluster import binaries, certs, components
 
 BINS = binaries.Binaries(
     etcd=Path("/bin/etcd"), kube_apiserver=Path("/bin/kube-apiserver"),
     kube_controller_manager=Path("/bin/kube-controller-manager"), kube_scheduler=Path("/bin/kube-scheduler"),
-    kubectl=Path("/bin/kubectl"), helm=None)
+    kubectl=Path("/bin/kubectl"), kwok=Path("/bin/kwok"), helm=None)
 LAYOUT = components.Layout(Path("/c"))
 PORTS = components.Ports(etcd_client=1, etcd_peer=2, apiserver=3, controller_manager=4,
-                         schedulers={"default-scheduler": 5, "fabricsched": 6})
+                         schedulers={"default-scheduler": 5, "fabricsched": 6}, kwok=7)
 
 
 @pytest.fixture(scope="module")
@@ -84,3 +85,51 @@ def test_scheduler_names_must_be_unique() -> None:
         components.scheduler_specs([components.SchedulerSpec("default-scheduler")])
     assert [s.name for s in components.scheduler_specs([components.SchedulerSpec("b")])] == [
         "default-scheduler", "b"]
+
+
+def test_every_component_runs_the_native_gang_api_and_the_api_server_serves_it(pki: certs.Pki) -> None:
+    argvs = {
+        "kube-apiserver": components.apiserver(BINS, LAYOUT, PORTS, pki),
+        "kube-controller-manager": components.controller_manager(BINS, LAYOUT, PORTS, pki),
+        "kube-scheduler": components.scheduler(BINS, LAYOUT, PORTS, components.DEFAULT_SCHEDULER),
+        "kube-scheduler-fabricsched": components.scheduler(
+            BINS, LAYOUT, PORTS, components.fabricsched_scheduler("http://127.0.0.1:8888")),
+    }
+    for component, argv in argvs.items():
+        gates = dict(g.split("=") for g in _flags(argv)["feature-gates"].split(","))
+        assert gates.get("GenericWorkload") == "true", component
+        # Alpha, off: a plain Job must not get a PodGroup of its own.
+        assert "WorkloadWithJob" not in gates, component
+    assert _flags(argvs["kube-apiserver"])["runtime-config"] == "scheduling.k8s.io/v1beta1=true"
+
+
+def test_apiserver_on_loopback_runs_without_the_endpoint_reconciler(pki: certs.Pki) -> None:
+    # Kubernetes 1.37 refuses a loopback advertise address with the endpoint reconciler on.
+    flags = _flags(components.apiserver(BINS, LAYOUT, PORTS, pki))
+    assert (flags["advertise-address"], flags["endpoint-reconciler-type"]) == ("127.0.0.1", "none")
+
+
+def test_the_fabricsched_scheduler_is_rendered_by_the_charts_renderer() -> None:
+    spec = components.fabricsched_scheduler("http://127.0.0.1:9999/", "ns",
+                                            gpu_resources=["amd.com/gpu", "nvidia.com/gpu", "amd.com/gpu"])
+    rendered = spec.render(Path("/c/s.kubeconfig"), Path("/c"))
+    assert rendered == schedconfig.render(schedconfig.SchedulerConfigOptions(
+        kubeconfig="/c/s.kubeconfig", extender_url="http://127.0.0.1:9999", lease_namespace="ns",
+        gpu_resources=("amd.com/gpu", "nvidia.com/gpu")))
+    [extender] = yaml.safe_load(rendered)["extenders"]
+    assert extender["managedResources"] == [{"name": "amd.com/gpu", "ignoredByScheduler": False},
+                                            {"name": "nvidia.com/gpu", "ignoredByScheduler": False}]
+
+
+@pytest.mark.parametrize("names", [[], ["gpu"], ["nvidia.com/gpu\nx: y"], ["a" * 400 + "/gpu"]],
+                         ids=["none", "no domain", "newline injected", "too long"])
+def test_bad_gpu_resource_names_are_refused_before_anything_starts(names: list[str]) -> None:
+    with pytest.raises(ValueError):
+        components.fabricsched_scheduler("http://127.0.0.1:8888", gpu_resources=names)
+
+
+def test_kwok_gets_its_own_loopback_health_port_and_the_cluster_kubeconfig() -> None:
+    argv = components.kwok_argv(BINS, LAYOUT)
+    assert argv[0] == "/bin/kwok"
+    assert _flags(argv)["kubeconfig"] == "/c/kubeconfig" and _flags(argv)["config"] == "/c/kwok.yaml"
+    assert PORTS.as_dict()["kwok"] == 7

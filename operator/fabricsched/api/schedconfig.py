@@ -1,14 +1,19 @@
 """The KubeSchedulerConfiguration of the second kube-scheduler (profile ``fabricsched``).
 
-One template (``kube-scheduler-config.yaml.tmpl`` beside this module) serves ``fabricsched
-cluster up`` and the Helm chart; only the kubeconfig path, the extender URL and the lease
-namespace differ, so they are its only placeholders (``string.Template`` syntax, which the
-chart fills with ``replace``).
+One template (``kube-scheduler-config.yaml.tmpl`` beside this module) and one renderer serve
+``fabricsched cluster up`` and the Helm chart (whose tests compare the chart's rendering with
+this one); only the kubeconfig path, the extender URL, the lease namespace and the GPU
+resources the extender manages differ, so they are its only placeholders (``string.Template``
+syntax, which the chart fills with ``replace``). Here, next to the extender's wire types,
+because the configuration is the other half of that contract and both adapters read it.
 """
 
 from __future__ import annotations
 
+import json
+import re
 import string
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -21,6 +26,26 @@ SCHEDULER_NAME = "fabricsched"
 LEASE_NAME = "fabricsched-scheduler"
 DEFAULT_EXTENDER_URL = "http://127.0.0.1:8888"
 DEFAULT_LEASE_NAMESPACE = "kube-system"
+DEFAULT_GPU_RESOURCE = "nvidia.com/gpu"
+"""What a FabricTopology's ``spec.gpuResource`` defaults to."""
+
+# An extended resource name: a DNS subdomain prefix, a slash, a name (Kubernetes' qualified name).
+_RESOURCE_NAME = re.compile(
+    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+_MAX_RESOURCE_NAME = 253 + 1 + 63
+
+
+def gpu_resources(names: Sequence[str]) -> tuple[str, ...]:
+    """``names`` checked and without repeats, first occurrence kept (the chart's ``uniq``)."""
+    unique: list[str] = []
+    for name in names:
+        if len(name) > _MAX_RESOURCE_NAME or not _RESOURCE_NAME.match(name):
+            raise ValueError(f"not an extended resource name like nvidia.com/gpu: {name[:80]!r}")
+        if name not in unique:
+            unique.append(name)
+    if not unique:
+        raise ValueError("at least one GPU resource name is needed")
+    return tuple(unique)
 
 
 @dataclass(frozen=True)
@@ -30,17 +55,28 @@ class SchedulerConfigOptions:
     extender_url: str = DEFAULT_EXTENDER_URL
     """URL prefix the scheduler appends ``/filter`` and ``/prioritize`` to."""
     lease_namespace: str = DEFAULT_LEASE_NAMESPACE
+    gpu_resources: tuple[str, ...] = (DEFAULT_GPU_RESOURCE,)
+    """``managedResources``: only pods asking for one of these are sent to the extender; the
+    ``gpuResource`` of every FabricTopology the cluster has belongs here."""
 
     def __post_init__(self) -> None:
         if not self.extender_url.startswith(("http://", "https://")):
             raise ValueError(f"extender URL {self.extender_url!r} must start with http:// or https://")
         if not self.lease_namespace:
             raise ValueError("lease namespace must not be empty")
+        object.__setattr__(self, "gpu_resources", gpu_resources(self.gpu_resources))
 
 
 def template_text() -> str:
     """The template as shipped in the package (the chart copies the same file)."""
-    return resources.files("fabricsched.extender").joinpath(TEMPLATE_NAME).read_text(encoding="utf-8")
+    return resources.files("fabricsched.api").joinpath(TEMPLATE_NAME).read_text(encoding="utf-8")
+
+
+def managed_resources(names: Sequence[str]) -> str:
+    """The ``managedResources`` list as one line of JSON (valid YAML), byte for byte what the
+    chart's ``toJson`` prints for the same list: keys sorted, no spaces."""
+    entries = [{"name": name, "ignoredByScheduler": False} for name in gpu_resources(names)]
+    return json.dumps(entries, sort_keys=True, separators=(",", ":"))
 
 
 def render(options: SchedulerConfigOptions) -> str:
@@ -49,6 +85,7 @@ def render(options: SchedulerConfigOptions) -> str:
         "kubeconfig": _yaml_string_body(options.kubeconfig),
         "extender_url": _yaml_string_body(options.extender_url.rstrip("/")),
         "lease_namespace": _yaml_string_body(options.lease_namespace),
+        "managed_resources": managed_resources(options.gpu_resources),
     }
     return string.Template(template_text()).substitute(values)
 

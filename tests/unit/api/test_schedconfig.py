@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from fabricsched.extender import schedconfig
+from fabricsched.api import schedconfig
 
 OPTIONS = schedconfig.SchedulerConfigOptions(
     kubeconfig="/run/fabricsched/scheduler.kubeconfig",
@@ -19,8 +19,8 @@ OPTIONS = schedconfig.SchedulerConfigOptions(
 )
 MODULES = Path(os.environ.get("GOMODCACHE", Path.home() / "go" / "pkg" / "mod")) / "k8s.io"
 GO_TYPES = [
-    MODULES / "kube-scheduler@v0.34.4" / "config" / "v1" / "types.go",
-    MODULES / "component-base@v0.34.4" / "config" / "v1alpha1" / "types.go",
+    MODULES / "kube-scheduler@v0.37.2" / "config" / "v1" / "types.go",
+    MODULES / "component-base@v0.37.2" / "config" / "v1alpha1" / "types.go",
 ]
 
 
@@ -52,6 +52,26 @@ def test_the_profile_extender_and_lease_are_fabricscheds_own() -> None:
     }
 
 
+def test_managed_resources_follow_the_gpu_resource_names_in_order_without_repeats() -> None:
+    names = ("amd.com/gpu", "nvidia.com/gpu", "amd.com/gpu")
+    options = schedconfig.SchedulerConfigOptions(gpu_resources=names)
+    (extender,) = schedconfig.render_object(options)["extenders"]
+    assert extender["managedResources"] == [
+        {"name": "amd.com/gpu", "ignoredByScheduler": False},
+        {"name": "nvidia.com/gpu", "ignoredByScheduler": False},
+    ]
+    # What the chart's toJson prints for the same list: keys sorted, no spaces.
+    expected = '[{"ignoredByScheduler":false,"name":"nvidia.com/gpu"}]'
+    assert schedconfig.managed_resources(["nvidia.com/gpu"]) == expected
+
+
+@pytest.mark.parametrize("names", [(), ("gpu",), ('nvidia.com/gpu"}]\nx: [{"',), ("Nvidia.com/gpu",)],
+                         ids=["none", "no domain", "quote injection", "upper-case domain"])
+def test_bad_gpu_resource_names_are_refused(names: tuple[str, ...]) -> None:
+    with pytest.raises(ValueError):
+        schedconfig.SchedulerConfigOptions(gpu_resources=names)
+
+
 def test_values_with_quotes_cannot_break_the_yaml() -> None:
     tricky = schedconfig.SchedulerConfigOptions(kubeconfig='/tmp/a "b"\\c.yaml')
     assert schedconfig.render_object(tricky)["clientConnection"]["kubeconfig"] == '/tmp/a "b"\\c.yaml'
@@ -76,9 +96,9 @@ def _keys(value: Any) -> set[str]:
 
 
 @pytest.mark.skipif(
-    not all(p.exists() for p in GO_TYPES), reason="k8s.io Go modules v0.34.4 not in the cache"
+    not all(p.exists() for p in GO_TYPES), reason="k8s.io Go modules v0.37.2 not in the cache"
 )
-def test_every_field_name_exists_in_the_kube_scheduler_v1_34_config_types() -> None:
+def test_every_field_name_exists_in_the_kube_scheduler_v1_37_config_types() -> None:
     tags = set()
     for path in GO_TYPES:
         tags |= set(re.findall(r'json:"([A-Za-z]+)[,"]', path.read_text(encoding="utf-8")))
