@@ -84,16 +84,22 @@ class Api:
             finally:
                 response.release_conn()
         except urllib3.exceptions.HTTPError as e:
-            raise Unreachable(f"cannot reach the API server at {bounds.clean(self._host)}: {_reason(e)}") from e
+            raise Unreachable(
+                f"cannot reach the API server at {bounds.clean(self._host)}: {_reason(e)}"
+            ) from e
         except OSError as e:
-            raise Unreachable(f"cannot reach the API server at {bounds.clean(self._host)}: {_reason(e)}") from e
+            raise Unreachable(
+                f"cannot reach the API server at {bounds.clean(self._host)}: {_reason(e)}"
+            ) from e
         if len(raw) > MAX_BODY:
             raise Unreachable(f"GET {path}: the answer is larger than {MAX_BODY // (1024 * 1024)} MiB")
         body = _json(raw)
         if response.status == 404:
             return None
         if response.status in (401, 403):
-            what = "unauthorized (the credentials were refused)" if response.status == 401 else "forbidden"
+            what = (
+                "unauthorized (the credentials were refused)" if response.status == 401 else "forbidden"
+            )
             raise Refused(f"GET {path}: {what}: {_message(body)}".rstrip(": "))
         if response.status >= 400 or not isinstance(body, dict):
             raise Unreachable(f"GET {path}: HTTP {response.status} {_message(body)}".rstrip())
@@ -112,13 +118,19 @@ def connect(kubeconfig: str | None, context: str | None, timeout: float) -> Api:
     try:
         if kubeconfig or _default_kubeconfig_exists() or not os.environ.get("KUBERNETES_SERVICE_HOST"):
             config.load_kube_config(  # type: ignore[no-untyped-call]
-                config_file=kubeconfig or None, context=context, client_configuration=configuration,
+                config_file=kubeconfig or None,
+                context=context,
+                client_configuration=configuration,
                 persist_config=False,
             )
         else:
             config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
     except Exception as e:  # the loader raises anything from ConfigException to a YAML or base64 error
-        where = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config or the in-cluster service account"
+        where = (
+            kubeconfig
+            or os.environ.get("KUBECONFIG")
+            or "~/.kube/config or the in-cluster service account"
+        )
         raise BadConfig(f"cannot load the kubeconfig ({bounds.clean(where)}): {_reason(e)}") from e
     if not getattr(configuration, "host", None):
         raise BadConfig("the kubeconfig names no API server")

@@ -79,9 +79,9 @@ def number(obj: object, key: str) -> float | None:
     """``obj[key]`` when it is a finite number (booleans are not numbers here)."""
     if isinstance(obj, Mapping):
         value = obj.get(key)
-        if isinstance(value, int | float) and not isinstance(value, bool) and value == value:
-            if abs(value) != float("inf"):
-                return float(value)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            finite = value == value and abs(value) != float("inf")
+            return float(value) if finite else None
     return None
 
 

@@ -24,9 +24,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "Exit codes: 0 found, 1 not found, 2 usage, 3 cannot reach or read the API server.",
     )
     parser.add_argument("target", metavar="NAMESPACE/NAME", help="the workload or the FabricPlacement")
-    parser.add_argument("-n", "--namespace", help="namespace when NAME is given alone (default: default)")
+    parser.add_argument(
+        "-n", "--namespace", help="namespace when NAME is given alone (default: default)"
+    )
     parser.add_argument("-o", "--output", choices=render.FORMATS, default="text")
-    parser.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, in-cluster)")
+    parser.add_argument(
+        "--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, in-cluster)"
+    )
     parser.add_argument("--context", help="kubeconfig context (default: the current one)")
     parser.add_argument("--request-timeout", type=float, default=10.0, metavar="SECONDS")
     parser.set_defaults(handler=run)
@@ -58,7 +62,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {bounds.clean(e, 400)}", file=sys.stderr)
         return NO_API
     except Exception as e:  # whatever else the transport raises: still one line
-        print(f"error: cannot read the API server: {type(e).__name__}: {bounds.clean(e, 300)}", file=sys.stderr)
+        print(
+            f"error: cannot read the API server: {type(e).__name__}: {bounds.clean(e, 300)}",
+            file=sys.stderr,
+        )
         return NO_API
     sys.stdout.write(render.render(report.build(objects), args.output))
     return FOUND

@@ -43,24 +43,42 @@ def fetch(api: access.Api, namespace: str, name: str) -> report.Objects:
         listed = api.get(placements_path, limit=MAX_PLACEMENTS) or {}
         uid = str((workload or {}).get("metadata", {}).get("uid") or "")
         placements = [
-            p for p in listed.get("items") or [] if isinstance(p, Mapping)
-            and (workloads.belongs_to(p, kind.kind, name, uid) if kind else p.get("spec", {}).get("gang") == name)
+            p
+            for p in listed.get("items") or []
+            if isinstance(p, dict)
+            and (
+                workloads.belongs_to(p, kind.kind, name, uid)
+                if kind
+                else p.get("spec", {}).get("gang") == name
+            )
         ]
         if workload is None and not placements:
             known = ", ".join(k.kind for k in workloads.KINDS)
-            raise NotFound(f"no FabricPlacement or workload ({known}) named {name} in namespace {namespace}")
+            raise NotFound(
+                f"no FabricPlacement or workload ({known}) named {name} in namespace {namespace}"
+            )
     topologies = {
         str(t): _optional(api, f"{GROUP_PATH}/fabrictopologies/{t}", notes, f"FabricTopology {t}")
-        for t in {p.get("spec", {}).get("topology") for p in placements} if isinstance(t, str) and t
+        for t in {p.get("spec", {}).get("topology") for p in placements}
+        if isinstance(t, str) and t
     }
-    hosts = sorted({
-        r["node"] for p in placements for r in p.get("spec", {}).get("ranks") or []
-        if isinstance(r, Mapping) and isinstance(r.get("node"), str)
-    })
+    hosts = sorted(
+        {
+            r["node"]
+            for p in placements
+            for r in p.get("spec", {}).get("ranks") or []
+            if isinstance(r, Mapping) and isinstance(r.get("node"), str)
+        }
+    )
     return report.Objects(
-        namespace=namespace, name=name, workload=workload, placements=placements,
-        topologies=topologies, nodes=_nodes(api, hosts, notes),
-        events=_events(api, namespace, placements, workload, kind, notes), notes=notes,
+        namespace=namespace,
+        name=name,
+        workload=workload,
+        placements=placements,
+        topologies=topologies,
+        nodes=_nodes(api, hosts, notes),
+        events=_events(api, namespace, placements, workload, kind, notes),
+        notes=notes,
     )
 
 
@@ -109,31 +127,45 @@ def _nodes(api: access.Api, hosts: list[str], notes: list[str]) -> dict[str, dic
         return {}
     wanted = set(hosts)
     return {
-        n["metadata"]["name"]: n for n in listed.get("items") or []
-        if isinstance(n, Mapping) and n.get("metadata", {}).get("name") in wanted
+        n["metadata"]["name"]: n
+        for n in listed.get("items") or []
+        if isinstance(n, dict) and n.get("metadata", {}).get("name") in wanted
     }
 
 
 def _events(
-    api: access.Api, namespace: str, placements: list[dict[str, Any]], workload: dict[str, Any] | None,
-    kind: workloads.WorkloadKind | None, notes: list[str],
+    api: access.Api,
+    namespace: str,
+    placements: list[dict[str, Any]],
+    workload: dict[str, Any] | None,
+    kind: workloads.WorkloadKind | None,
+    notes: list[str],
 ) -> list[dict[str, Any]]:
-    uids = [str(o.get("metadata", {}).get("uid") or "") for o in [*placements, *([workload] if workload else [])]]
+    uids = [
+        str(o.get("metadata", {}).get("uid") or "")
+        for o in [*placements, *([workload] if workload else [])]
+    ]
     try:
         if workload is not None and kind is not None:
             meta = workload.get("metadata", {})
             selector = kind.pod_selector(str(meta.get("name")), str(meta.get("uid")))
-            pods = api.get(f"/api/v1/namespaces/{namespace}/pods", labelSelector=selector, limit=1000) or {}
+            pods = (
+                api.get(f"/api/v1/namespaces/{namespace}/pods", labelSelector=selector, limit=1000) or {}
+            )
             pod_uids = sorted(str(p.get("metadata", {}).get("uid")) for p in pods.get("items") or [])
             if len(pod_uids) > POD_EVENT_QUERIES:
                 notes.append(f"Events of the first {POD_EVENT_QUERIES} of {len(pod_uids)} pods only")
             uids += pod_uids[:POD_EVENT_QUERIES]
         found: list[dict[str, Any]] = []
         for uid in [u for u in uids if u]:
-            listed = api.get(
-                f"/api/v1/namespaces/{namespace}/events",
-                fieldSelector=f"involvedObject.uid={uid}", limit=EVENT_LIMIT,
-            ) or {}
+            listed = (
+                api.get(
+                    f"/api/v1/namespaces/{namespace}/events",
+                    fieldSelector=f"involvedObject.uid={uid}",
+                    limit=EVENT_LIMIT,
+                )
+                or {}
+            )
             found += [e for e in listed.get("items") or [] if isinstance(e, dict)]
     except access.Refused as e:
         notes.append(f"Events: {e}")

@@ -39,8 +39,12 @@ def to_wire(explanation: report.Explanation) -> dict[str, Any]:
         "kind": KIND,
         "namespace": explanation.namespace,
         "name": explanation.name,
-        "workload": None if workload is None else {
-            "kind": workload.kind, "apiVersion": workload.api_version, "name": workload.name,
+        "workload": None
+        if workload is None
+        else {
+            "kind": workload.kind,
+            "apiVersion": workload.api_version,
+            "name": workload.name,
             "uid": workload.uid,
         },
         "gangs": [_gang_wire(g) for g in explanation.gangs],
@@ -62,8 +66,13 @@ def _gang_wire(gang: report.Gang) -> dict[str, Any]:
         "why": gang.why,
         "reasons": list(gang.reasons),
         "conditions": [
-            {"type": c.type, "status": c.status, "reason": c.reason, "message": c.message,
-             "lastTransitionTime": c.last_transition_time}
+            {
+                "type": c.type,
+                "status": c.status,
+                "reason": c.reason,
+                "message": c.message,
+                "lastTransitionTime": c.last_transition_time,
+            }
             for c in gang.conditions
         ],
         "expiresAt": gang.expires_at,
@@ -73,7 +82,8 @@ def _gang_wire(gang: report.Gang) -> dict[str, Any]:
         "tiers": list(gang.tiers),
         "domains": {tier: list(names) for tier, names in gang.domains.items()},
         "ranks": [
-            {"rank": r.rank, "node": r.node, "domains": dict(r.domains), "bound": r.bound} for r in gang.ranks
+            {"rank": r.rank, "node": r.node, "domains": dict(r.domains), "bound": r.bound}
+            for r in gang.ranks
         ],
         "unhealthyPath": {
             "source": gang.path_source,
@@ -85,8 +95,13 @@ def _gang_wire(gang: report.Gang) -> dict[str, Any]:
 
 def _element_wire(element: paths.PathElement) -> dict[str, Any]:
     return {
-        "kind": element.kind, "name": element.name, "rail": element.rail, "state": element.state,
-        "capacity": element.capacity, "since": element.since, "recoveringSince": element.recovering_since,
+        "kind": element.kind,
+        "name": element.name,
+        "rail": element.rail,
+        "state": element.state,
+        "capacity": element.capacity,
+        "since": element.since,
+        "recoveringSince": element.recovering_since,
         "sources": [{"source": s.source, "reason": s.reason} for s in element.sources],
         "why": element.why,
     }
@@ -94,8 +109,12 @@ def _element_wire(element: paths.PathElement) -> dict[str, Any]:
 
 def _event_wire(event: events.EventLine) -> dict[str, Any]:
     return {
-        "time": event.time, "type": event.type, "reason": event.reason, "object": event.object,
-        "message": event.message, "count": event.count,
+        "time": event.time,
+        "type": event.type,
+        "reason": event.reason,
+        "object": event.object,
+        "message": event.message,
+        "count": event.count,
     }
 
 
@@ -106,7 +125,13 @@ def text(explanation: report.Explanation) -> str:
     if explanation.events:
         lines.append(f"events (last {len(explanation.events)}):")
         rows = [
-            [e.time or "-", e.type, e.reason, e.object, _cell(e.message) + (f" (x{e.count})" if e.count > 1 else "")]
+            [
+                e.time or "-",
+                e.type,
+                e.reason,
+                e.object,
+                _cell(e.message) + (f" (x{e.count})" if e.count > 1 else ""),
+            ]
             for e in explanation.events
         ]
         lines += _table(["TIME", "TYPE", "REASON", "OBJECT", "MESSAGE"], rows)
@@ -141,7 +166,9 @@ def _gang_text(gang: report.Gang) -> list[str]:
     lines += [f"  - {r}" for r in gang.reasons]
     for c in gang.conditions:
         since = f" since {c.last_transition_time}" if c.last_transition_time else ""
-        lines.append(f"  condition {c.type}={c.status} {c.reason}{since}: {_cell(c.message)}".rstrip(": "))
+        lines.append(
+            f"  condition {c.type}={c.status} {c.reason}{since}: {_cell(c.message)}".rstrip(": ")
+        )
     lines.append("  " + _slowdown_text(gang))
     lines += _ranks_text(gang)
     lines += _path_text(gang)
@@ -164,15 +191,28 @@ def _ranks_text(gang: report.Gang) -> list[str]:
     groups: list[tuple[int, int, report.Rank]] = []
     for rank in gang.ranks:
         last = groups[-1] if groups else None
-        if last and last[2].node == rank.node and last[2].bound == rank.bound and last[1] + 1 == rank.rank:
+        if (
+            last
+            and last[2].node == rank.node
+            and last[2].bound == rank.bound
+            and last[1] + 1 == rank.rank
+        ):
             groups[-1] = (last[0], rank.rank, last[2])
         else:
             groups.append((rank.rank, rank.rank, rank))
     for first, last_rank, rank in groups[:MAX_RANK_ROWS]:
         label = str(first) if first == last_rank else f"{first}-{last_rank}"
-        rows.append([label, rank.node, *[rank.domains.get(t) or "?" for t in gang.tiers],
-                     "yes" if rank.bound else "no"])
-    lines = ["  " + line for line in _table(["RANK", "NODE", *[t.upper() for t in gang.tiers], "BOUND"], rows)]
+        rows.append(
+            [
+                label,
+                rank.node,
+                *[rank.domains.get(t) or "?" for t in gang.tiers],
+                "yes" if rank.bound else "no",
+            ]
+        )
+    lines = [
+        "  " + line for line in _table(["RANK", "NODE", *[t.upper() for t in gang.tiers], "BOUND"], rows)
+    ]
     if len(groups) > MAX_RANK_ROWS:
         lines.append(f"  ... {len(groups) - MAX_RANK_ROWS} more rows (-o json lists every rank)")
     return lines
@@ -187,7 +227,11 @@ def _path_text(gang: report.Gang) -> list[str]:
     lines = [f"  unhealthy on path: {gang.unhealthy_count} ({where[gang.path_source]})"]
     rows = []
     for e in gang.unhealthy:
-        name = ("host " if e.kind == "node" else "") + e.name + (f" rail {e.rail}" if e.rail is not None else "")
+        name = (
+            ("host " if e.kind == "node" else "")
+            + e.name
+            + (f" rail {e.rail}" if e.rail is not None else "")
+        )
         capacity = f"{e.capacity:.2f}" if e.capacity is not None else "?"
         sources = "; ".join(f"{s.source}: {s.reason}" if s.reason else s.source for s in e.sources)
         rows.append([name, e.state, capacity, e.since or "-", _cell(sources or "-")])

@@ -146,7 +146,9 @@ def _gang(placement: Mapping[str, Any], objects: Objects) -> Gang:
     topology_name = bounds.text(spec, "topology")
     topology = objects.topologies.get(topology_name)
     plan_domains = {
-        bounds.clean(tier, 63): tuple(bounds.clean(d, 63) for d in names[:MAX_RANKS] if isinstance(d, str))
+        bounds.clean(tier, 63): tuple(
+            bounds.clean(d, 63) for d in names[:MAX_RANKS] if isinstance(d, str)
+        )
         for tier, names in list(bounds.mapping(spec, "domains").items())[:8]
         if isinstance(names, list)
     }
@@ -195,7 +197,10 @@ def _tier_labels(topology: Mapping[str, Any] | None) -> dict[str, str]:
     """Tier name -> node label, lowest tier first."""
     found: dict[str, str] = {}
     for tier in bounds.items(bounds.mapping(topology, "spec"), "tiers", 8):
-        name, label = bounds.text(tier, "name", 63), tier.get("nodeLabel") if isinstance(tier, Mapping) else None
+        name, label = (
+            bounds.text(tier, "name", 63),
+            tier.get("nodeLabel") if isinstance(tier, Mapping) else None,
+        )
         if name and isinstance(label, str):
             found[name] = label
     return found
@@ -224,7 +229,9 @@ def _unhealthy(
     for key in PATH_STATUS_FIELDS:
         if isinstance(status.get(key), list):
             records = status[key]
-            listed = [paths.element_of(r, "") for r in records[: paths.MAX_ELEMENTS] if isinstance(r, Mapping)]
+            listed = [
+                paths.element_of(r, "") for r in records[: paths.MAX_ELEMENTS] if isinstance(r, Mapping)
+            ]
             total = bounds.integer(status, f"{key}Count") or len(records)
             return listed, max(total, len(listed)), "status"
     if topology is None:

@@ -44,11 +44,16 @@ KINDS: tuple[WorkloadKind, ...] = (
     WorkloadKind("PyTorchJob", "kubeflow.org", "v1", "pytorchjobs", "training.kubeflow.org/job-name"),
     WorkloadKind("MPIJob", "kubeflow.org", "v2beta1", "mpijobs", "training.kubeflow.org/job-name"),
     WorkloadKind(
-        "LeaderWorkerSet", "leaderworkerset.x-k8s.io", "v1", "leaderworkersets",
+        "LeaderWorkerSet",
+        "leaderworkerset.x-k8s.io",
+        "v1",
+        "leaderworkersets",
         "leaderworkerset.sigs.k8s.io/name",
     ),
     # A TrainJob runs as a JobSet of the same name: its pods carry the JobSet's label.
-    WorkloadKind("TrainJob", "trainer.kubeflow.org", "v1alpha1", "trainjobs", "jobset.sigs.k8s.io/jobset-name"),
+    WorkloadKind(
+        "TrainJob", "trainer.kubeflow.org", "v1alpha1", "trainjobs", "jobset.sigs.k8s.io/jobset-name"
+    ),
 )
 """Tried in this order for a NAME that is no FabricPlacement; the first that exists wins."""
 
