@@ -155,7 +155,7 @@ def test_a_placed_gang_is_explained_in_text_with_its_hosts_and_leaves(stage: Sta
     assert "phase Bound (6/6 ranks bound)" in done.stdout
     for rank, node in enumerate(stage.placed):
         assert re.search(
-            rf"^\s+{rank}\s+{node}\s+{stage.leaf_of[node]}\s+s01?\s+yes$", done.stdout, re.M
+            rf"^\s+{rank}\s+{node}\s+{stage.leaf_of[node]}\s+s1\s+yes$", done.stdout, re.M
         ), done.stdout
     assert "path: healthy" in done.stdout
 
