@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -200,10 +201,56 @@ def test_json_names_every_rank_and_a_degraded_host_on_the_path(stage: Stage) -> 
         and element["since"]
         and element["sources"][0]["source"] == "label"
     )
-    assert (
-        any(e["object"] == "Pod/" + e["object"].split("/", 1)[1] for e in wire["events"])
-        or wire["events"] == []
+    assert any(
+        e["reason"] == "Scheduled" and e["object"].startswith("Pod/wide-") for e in wire["events"]
     )
+    assert len(wire["events"]) <= 10
+    stage.api.call(
+        "PATCH",
+        f"/api/v1/nodes/{host}",
+        {"metadata": {"labels": {"fabricsched.io/fabric-health": None}}},
+        rest.MERGE_PATCH,
+    )
+
+
+def test_a_job_that_cannot_be_placed_explains_why_it_waits(stage: Stage) -> None:
+    annotations = {"fabricsched.io/required-tier": "leaf"}
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "huge"},
+        "spec": {
+            "parallelism": 5,
+            "completions": 5,
+            "completionMode": "Indexed",
+            "backoffLimit": 0,
+            "template": {"metadata": {"annotations": annotations}, "spec": trainer_spec(8)},
+        },
+    }
+    stage.api.call("POST", f"/apis/batch/v1/namespaces/{stage.namespace}/jobs", job)
+
+    def waiting() -> dict[str, Any] | None:
+        done = explain(f"{stage.namespace}/huge", "-o", "yaml", kubeconfig=stage.plane.kubeconfig)
+        assert done.returncode == 0, done.stderr
+        wire: dict[str, Any] = yaml.safe_load(done.stdout)
+        last.append(done.stdout)
+        # The scheduler's FailedScheduling (or fabricsched's own Event) names the tier and the numbers.
+        said = any("leaf" in e["message"] and "5 pods" in e["message"] for e in wire["events"])
+        return wire if said else None
+
+    last: list[str] = []
+    try:
+        wait_for("explain shows why huge waits", waiting, timeout=60)
+    except BaseException:
+        print(last[-1] if last else "no output")
+        raise
+
+    wire = wait_for("explain shows why huge waits", waiting, timeout=60)
+    assert wire["workload"]["name"] == "huge"
+    if wire["gangs"]:  # operators that keep a Pending FabricPlacement
+        assert wire["gangs"][0]["phase"] == "Pending" and wire["gangs"][0]["why"]
+    else:
+        assert "no FabricPlacement" in wire["notes"][-1]
 
 
 def test_the_documented_read_only_rbac_is_enough(stage: Stage, tmp_path: Path) -> None:
