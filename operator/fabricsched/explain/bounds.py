@@ -52,15 +52,6 @@ def items(obj: object, key: str, limit: int) -> list[Any]:
     return []
 
 
-def count(obj: object, key: str) -> int:
-    """Length of the list ``obj[key]`` (0 when it is not a list)."""
-    if isinstance(obj, Mapping):
-        value = obj.get(key)
-        if isinstance(value, list):
-            return len(value)
-    return 0
-
-
 def text(obj: object, key: str, limit: int = MAX_TEXT) -> str:
     """``obj[key]`` as a bounded printable string; empty when absent or not a scalar."""
     if isinstance(obj, Mapping):
