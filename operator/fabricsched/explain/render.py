@@ -126,7 +126,7 @@ def text(explanation: report.Explanation) -> str:
         lines.append(f"events (last {len(explanation.events)}):")
         rows = [
             [
-                e.time or "-",
+                _second(e.time),
                 e.type,
                 e.reason,
                 e.object,
@@ -239,6 +239,13 @@ def _path_text(gang: report.Gang) -> list[str]:
     if gang.unhealthy_count > len(gang.unhealthy):
         lines.append(f"  ... {gang.unhealthy_count - len(gang.unhealthy)} more")
     return lines
+
+
+def _second(stamp: str | None) -> str:
+    # Events mix whole-second and microsecond stamps: one width in the table (JSON keeps them whole).
+    if not stamp:
+        return "-"
+    return stamp[:19] + "Z" if len(stamp) > 20 and stamp[19] == "." else stamp
 
 
 def _cell(value: str) -> str:

@@ -70,3 +70,20 @@ def test_json_and_yaml_carry_the_same_documented_schema() -> None:
         {"source": "label", "reason": "symbol errors"}
     ]
     assert wire["events"][0]["reason"] == "Planned"
+
+
+def test_text_event_times_are_whole_seconds_and_json_keeps_them_whole() -> None:
+    stamp = "2026-12-01T10:00:00.123456Z"
+    built = report.build(
+        report.Objects(
+            namespace="train",
+            name="a",
+            workload=None,
+            placements=[],
+            topologies={},
+            nodes={},
+            events=[o.event("Scheduled", stamp)],
+        )
+    )
+    assert "2026-12-01T10:00:00Z  Normal  Scheduled" in render.text(built)
+    assert json.loads(render.render(built, "json"))["events"][0]["time"] == stamp
