@@ -46,10 +46,13 @@ crds-check: $(VENV) ## check that crds/, the chart's CRDs and values schema are 
 examples: $(VENV) ## regenerate examples/demo-nodes.yaml and examples/demo-topology.yaml
 	$(PY) -m fabricsched.cluster.samples --write examples/
 
-lint: $(VENV) crds-check ## ruff, mypy --strict, import-linter layer contracts, CRDs up to date
+lint: $(VENV) crds-check ## ruff, mypy --strict, layer contracts, no import cycles, size limits, dead code, CRDs
 	$(PY) -m ruff check .
 	$(PY) -m mypy
+	$(PY) -m mypy --strict hack/checks/
 	.venv/bin/lint-imports
+	$(PY) hack/checks/structure.py operator/fabricsched
+	.venv/bin/vulture --min-confidence 80 operator/fabricsched
 
 test: lint test-unit test-integration ## lint, then unit and integration tests
 
