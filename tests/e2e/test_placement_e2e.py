@@ -1,6 +1,6 @@
 """Placement on a real cluster: the chart's scheduler, extender and operator together.
 
-The same rules the integration tests check on the local control plane (DESIGN.md, placement
+The same rules the integration tests check on the local control plane (docs/design.md, placement
 rules), through the installed chart: a gang that fits one leaf stays in one leaf; a larger one
 takes the fewest leaves under one spine; a gang avoids a degraded host when a healthy placement
 exists; a single-GPU pod takes the degraded host; a hard tier constraint that cannot be met waits.

@@ -1,7 +1,7 @@
 """Which gang a pod belongs to, its rank, size, tier constraint and GPU request.
 
 Pure: reads a pod record (``topology.nodes.PodUsage``) plus what is known of its owning Job;
-no I/O. The conventions are DESIGN.md's "Pod conventions".
+no I/O. The conventions are docs/design.md "Pod conventions".
 """
 
 from __future__ import annotations

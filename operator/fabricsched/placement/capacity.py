@@ -1,4 +1,4 @@
-"""The capacity model (DESIGN.md "Capacity model"): off-domain demand, uplink load, comm_slowdown.
+"""The capacity model (docs/design.md "Capacity model"): off-domain demand, uplink load, comm_slowdown.
 
 Per-pod bandwidth b = gpus_per_pod x gpuBandwidthGbps. A gang of P > 1 pods with n pods inside
 domain d offers D = n x b x (P - n) / (P - 1) to d's uplinks whenever 0 < n < P (all-to-all,

@@ -1,7 +1,7 @@
 """The placement engine: one gang, the fabric, free GPUs and running traffic -> a plan or NoFit.
 
 The extender (first pod of each gang), the simulator (``fabric`` and ``tas-bestfit``) and the
-benchmarks all call ``place``; DESIGN.md "Placement rules" is the specification.
+benchmarks all call ``place``; docs/design.md "Placement rules" is the specification.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The simulator's CSV inputs: the job trace and the health events (DESIGN.md "Simulator formats").
+"""The simulator's CSV inputs: the job trace and the health events (examples/sim/README.md).
 
 Parsing checks each row on its own (column count, numbers, ranges, known words); whether a row
 makes sense for the fabric (a known node, a tier some domain can hold) is checked later against

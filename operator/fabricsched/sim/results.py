@@ -1,4 +1,4 @@
-"""A run's outcome per job, the summary figures, and the result.json document (DESIGN.md formats)."""
+"""A run's outcome per job, the summary figures, and the result.json document (docs/design.md)."""
 
 from __future__ import annotations
 
@@ -70,7 +70,7 @@ def _mean(values: Sequence[float]) -> float:
 
 
 def summarize(run: Run) -> dict[str, float | int]:
-    """The figures DESIGN.md asks for; gang figures cover started jobs of more than one pod."""
+    """The figures of docs/benchmark.md; gang figures cover started jobs of more than one pod."""
     started = [o for o in run.outcomes if o.started]
     waits = [o.start_s - o.job.submit_s for o in started if o.start_s is not None]
     gangs = [o for o in started if o.gang]

@@ -132,7 +132,7 @@ class Fabric:
         raise KeyError(f"no tier named {name!r} (tiers: {', '.join(t.name for t in self.tiers)})")
 
     def uplink_capacity_gbps(self, key: DomainKey) -> float:
-        """C_d = downlink / oversubscription x uplink health (DESIGN.md, capacity model)."""
+        """C_d = downlink / oversubscription x uplink health (docs/design.md, capacity model)."""
         domain = self.domains[key]
         downlink = domain.gpus * self.gpu_bandwidth_gbps
         return downlink / self.tiers[domain.tier].oversubscription * domain.uplink_health

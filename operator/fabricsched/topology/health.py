@@ -4,7 +4,7 @@ Flow: sources (node conditions and labels, ``spec.links``, Prometheus rules, sim
 -> ``Observation`` lists -> ``HealthTracker.update`` -> the effective view (one
 ``ElementHealth`` per element that is not healthy) and ``HealthChange`` records for Events.
 
-Hysteresis (DESIGN.md): worse applies at once; better from an observed source applies only
+Hysteresis (docs/design.md): worse applies at once; better from an observed source applies only
 after ``recover_after_s`` without a new worsening, which restarts the wait; ``spec.links`` is an
 admin statement and applies at once both ways. The tracker therefore keeps two layers per
 element: the *held* state of the observed sources (which lags on the way up) and the raw

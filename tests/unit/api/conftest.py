@@ -1,4 +1,4 @@
-"""Fixtures for the API model tests: the DESIGN.md example manifests and the committed CRDs."""
+"""Fixtures for the API model tests: the full example manifests and the committed CRDs."""
 
 from __future__ import annotations
 
@@ -18,13 +18,13 @@ def load_manifest(name: str) -> dict[str, Any]:
 
 @pytest.fixture
 def topology_manifest() -> dict[str, Any]:
-    """DESIGN.md's ib-east FabricTopology, spec and status; a fresh copy per test."""
+    """The ib-east FabricTopology example, spec and status; a fresh copy per test."""
     return load_manifest("fabrictopology-ib-east.yaml")
 
 
 @pytest.fixture
 def placement_manifest() -> dict[str, Any]:
-    """DESIGN.md's gang ``b`` FabricPlacement; a fresh copy per test."""
+    """The FabricPlacement example of gang ``b``; a fresh copy per test."""
     return load_manifest("fabricplacement-b.yaml")
 
 

@@ -1,4 +1,4 @@
-"""FabricPlacement models: the DESIGN.md example round-trips; inconsistent plans are refused."""
+"""FabricPlacement models: the gang b example round-trips; inconsistent plans are refused."""
 
 from __future__ import annotations
 

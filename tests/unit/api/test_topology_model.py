@@ -1,4 +1,4 @@
-"""FabricTopology models: the DESIGN.md example round-trips; bad specs fail as the CRD's rules do."""
+"""FabricTopology models: the full ib-east example round-trips; bad specs fail as the CRD's rules do."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Which gang a pod belongs to: DESIGN.md's pod conventions."""
+"""Which gang a pod belongs to: the pod conventions of docs/design.md."""
 
 from __future__ import annotations
 

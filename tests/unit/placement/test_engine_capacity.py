@@ -1,4 +1,4 @@
-"""The capacity model on hand-computed cases (DESIGN.md "Capacity model").
+"""The capacity model on hand-computed cases (docs/design.md "Capacity model").
 
 Fabric ``two_spines``: 4 hosts x 8 GPUs per leaf, 400 Gbps per GPU, leaves 2:1.
   leaf downlink = 32 GPUs x 400 = 12800 Gbps, C_leaf = 12800 / 2 = 6400 Gbps

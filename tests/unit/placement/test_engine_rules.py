@@ -1,4 +1,4 @@
-"""The placement rules of DESIGN.md, one by one (rules 1, 2 and 4, required tiers, NoFit)."""
+"""The placement rules of docs/design.md, one by one (rules 1, 2 and 4, required tiers, NoFit)."""
 
 from __future__ import annotations
 
