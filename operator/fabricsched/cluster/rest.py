@@ -127,5 +127,5 @@ class Client:
     def __enter__(self) -> Client:
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, *_exc: object) -> None:
         self.close()
