@@ -30,7 +30,8 @@ FEATURE_GATES: Mapping[str, bool] = {"GenericWorkload": True}
 stays off, so a plain Job gets no PodGroup and keeps being a gang by fabricsched's own rules."""
 
 GANG_API_VERSIONS: Mapping[int, str] = {35: "v1alpha1", 36: "v1alpha2"}
-"""Where Workload and PodGroup were served before 1.37 (``v1beta1`` from 1.37 on). Beta and alpha
+"""Where Workload and PodGroup were served before 1.37 (``v1beta1`` from 1.37 on; 1.36 tested, 1.35
+not tried). Beta and alpha
 APIs are not served by default, and with the gate on the API server's own informers wait for
 them: a wrong version keeps /readyz failing."""
 FIRST_GANG_MINOR = 35
