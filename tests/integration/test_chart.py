@@ -546,8 +546,11 @@ def test_scheduler_role_is_system_kube_scheduler_minus_the_documented_exclusions
         and grant[:3] not in NOT_GRANTED and grant[:2] not in NOT_GRANTED_RESOURCES
     }
     granted = _grants(ours["rules"])
-    assert granted == expected, (
-        f"missing: {sorted(expected - granted)}; beyond system:kube-scheduler: {sorted(granted - expected)}"
+    # The chart follows the pinned release's role; an older release's role may lack some of it
+    # (1.36 has no device taint rules), and nothing may be missing on any release.
+    beyond = granted - expected if binaries.kubernetes_version() == binaries.KUBERNETES_VERSION else set()
+    assert expected <= granted and not beyond, (
+        f"missing: {sorted(expected - granted)}; beyond system:kube-scheduler: {sorted(beyond)}"
     )
 
 

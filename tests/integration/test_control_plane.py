@@ -176,12 +176,21 @@ def test_a_failing_component_is_named_with_its_log_and_everything_is_stopped(
     assert _processes_mentioning(directory) == []
 
 
+def _gang_api(cluster: Cluster) -> str:
+    version = components.gang_api_version(cluster.plane.binaries.kube_version)
+    assert version is not None, f"Kubernetes {cluster.plane.binaries.kube_version} has no gang API"
+    return version
+
+
 def test_the_native_gang_api_is_served_in_scheduling_v1beta1(cluster: Cluster) -> None:
+    version = _gang_api(cluster)  # v1beta1 on the pinned 1.37; v1alpha2 on 1.36
     listed = cluster.kubectl("api-resources", "--api-group=scheduling.k8s.io", "-o", "wide").stdout
     rows = {line.split()[0]: line.split() for line in listed.splitlines()[1:]}
     for plural, kind in (("workloads", "Workload"), ("podgroups", "PodGroup")):
         assert plural in rows, listed
-        assert "scheduling.k8s.io/v1beta1" in rows[plural] and kind in rows[plural], listed
+        assert f"scheduling.k8s.io/{version}" in rows[plural] and kind in rows[plural], listed
+    if version != "v1beta1":
+        return  # the object shape below is v1beta1's
     # A gang PodGroup round-trips (the shape of k8s.io/api scheduling/v1beta1 types.go at v1.37).
     group = {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup", "metadata": {"name": "g"},
              "spec": {"schedulingPolicy": {"gang": {"minCount": 4}}}}
@@ -203,8 +212,8 @@ def test_a_plain_job_gets_no_workload_while_workload_with_job_is_off(
     [pod] = wait_for("the pod of job plain bound", lambda: [
         p for p in cluster.api.call("GET", pods)["items"] if p["spec"].get("nodeName")] or None)
     assert not pod["spec"].get("schedulingGroup") and not pod["spec"].get("workloadRef")
-    assert cluster.api.call("GET", f"/apis/scheduling.k8s.io/v1beta1/namespaces/{namespace}/workloads")[
-        "items"] == []
+    workloads = f"/apis/scheduling.k8s.io/{_gang_api(cluster)}/namespaces/{namespace}/workloads"
+    assert cluster.api.call("GET", workloads)["items"] == []
 
 
 def test_kwok_renews_every_nodes_lease_and_keeps_declared_conditions(

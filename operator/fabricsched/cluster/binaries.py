@@ -49,6 +49,8 @@ class Binaries:
     """Optional: only the chart tests need it."""
     jobset: Path | None = None
     """Optional: the JobSet controller, started only by the tests that ask for it."""
+    kube_version: str = KUBERNETES_VERSION
+    """The Kubernetes release of the control plane binaries (flags follow it)."""
 
 
 def _environ(environ: Mapping[str, str] | None) -> Mapping[str, str]:
@@ -125,4 +127,5 @@ def find(root: Path | None = None, environ: Mapping[str, str] | None = None) -> 
         kwok=paths["kwok"],
         helm=paths.get("helm"),
         jobset=paths.get("jobset"),
+        kube_version=kubernetes_version(environ),
     )

@@ -29,8 +29,31 @@ FEATURE_GATES: Mapping[str, bool] = {"GenericWorkload": True}
 """On for every component: the native gang API (Workload, PodGroup). ``WorkloadWithJob`` (alpha)
 stays off, so a plain Job gets no PodGroup and keeps being a gang by fabricsched's own rules."""
 
-RUNTIME_CONFIG = ("scheduling.k8s.io/v1beta1=true",)
-"""Beta APIs are not served by default: Workload and PodGroup live in scheduling.k8s.io/v1beta1."""
+GANG_API_VERSIONS: Mapping[int, str] = {35: "v1alpha1", 36: "v1alpha2"}
+"""Where Workload and PodGroup were served before 1.37 (``v1beta1`` from 1.37 on; 1.36 tested, 1.35
+not tried). Beta and alpha
+APIs are not served by default, and with the gate on the API server's own informers wait for
+them: a wrong version keeps /readyz failing."""
+FIRST_GANG_MINOR = 35
+
+
+def gang_api_version(kube_version: str) -> str | None:
+    """``scheduling.k8s.io`` version of the gang API at ``kube_version``; None before it existed."""
+    minor = binaries.kubernetes_minor(kube_version)
+    if minor < FIRST_GANG_MINOR:
+        return None
+    return GANG_API_VERSIONS.get(minor, "v1beta1")
+
+
+def gang_flags(bins: binaries.Binaries, runtime_config: bool = False) -> list[str]:
+    """The feature gate (and, for the API server, the runtime config) of the native gang API."""
+    version = gang_api_version(bins.kube_version)
+    if version is None:
+        return []
+    flags = [feature_gates_flag()]
+    if runtime_config:
+        flags.append(f"--runtime-config=scheduling.k8s.io/{version}=true")
+    return flags
 
 DEFAULT_SCHEDULER_NAME = "default-scheduler"
 
@@ -202,8 +225,7 @@ def apiserver(bins: binaries.Binaries, layout: Layout, ports: Ports, pki: certs.
         f"--disable-admission-plugins={','.join(DISABLED_ADMISSION_PLUGINS)}",
         "--allow-privileged=true",
         "--profiling=false",
-        feature_gates_flag(),
-        f"--runtime-config={','.join(RUNTIME_CONFIG)}",
+        *gang_flags(bins, runtime_config=True),
     ]
 
 
@@ -229,7 +251,7 @@ def controller_manager(bins: binaries.Binaries, layout: Layout, ports: Ports,
         # Tests create Jobs and wait for their pods: the default 20 QPS is the bottleneck.
         "--kube-api-qps=100",
         "--kube-api-burst=200",
-        feature_gates_flag(),
+        *gang_flags(bins),
     ]
 
 
@@ -242,7 +264,7 @@ def scheduler(bins: binaries.Binaries, layout: Layout, ports: Ports, spec: Sched
         f"--authorization-kubeconfig={config}",
         "--bind-address=127.0.0.1",
         f"--secure-port={ports.schedulers[spec.name]}",
-        feature_gates_flag(),
+        *gang_flags(bins),
     ]
 
 

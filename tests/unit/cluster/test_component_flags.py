@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 from pathlib import Path
 
@@ -133,3 +134,17 @@ def test_kwok_gets_its_own_loopback_health_port_and_the_cluster_kubeconfig() -> 
     assert argv[0] == "/bin/kwok"
     assert _flags(argv)["kubeconfig"] == "/c/kubeconfig" and _flags(argv)["config"] == "/c/kwok.yaml"
     assert PORTS.as_dict()["kwok"] == 7
+
+
+@pytest.mark.parametrize(("release", "served"), [
+    ("v1.37.2", "scheduling.k8s.io/v1beta1=true"), ("v1.38.0", "scheduling.k8s.io/v1beta1=true"),
+    ("v1.36.3", "scheduling.k8s.io/v1alpha2=true"), ("v1.34.4", None),
+], ids=["1.37: beta", "later: beta", "1.36: v1alpha2", "1.34: no gang API, no gate"])
+def test_the_gang_api_is_served_where_each_release_has_it(pki: certs.Pki, release: str, served: str | None,
+                                                           ) -> None:
+    bins = dataclasses.replace(BINS, kube_version=release)
+    flags = _flags(components.apiserver(bins, LAYOUT, PORTS, pki))
+    assert flags.get("runtime-config") == served
+    assert ("feature-gates" in flags) == (served is not None)
+    assert ("feature-gates" in _flags(components.scheduler(bins, LAYOUT, PORTS, components.DEFAULT_SCHEDULER))
+            ) == (served is not None)
