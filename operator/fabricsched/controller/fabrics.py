@@ -101,8 +101,7 @@ class TopologyFabric:
         self.index = index.FabricIndex(spec)
         self.members.clear()
         self.contested.clear()
-        for element, record in self.tracker.effective().items():
-            self.index.set_health(element, record)
+        self.index.apply_health(self.tracker.effective())
         self.version += 1
 
     def feed_links(self, now: float) -> list[HealthTransition]:
@@ -127,9 +126,9 @@ class TopologyFabric:
         return self._absorb(self.tracker.tick(now))
 
     def _absorb(self, changes: list[HealthTransition]) -> list[HealthTransition]:
-        for change in changes:
-            self.index.set_health(change.element, self.tracker.get(change.element))
+        # The one way health reaches the index, shared with the simulator and the benchmarks.
         if changes:
+            self.index.apply_health(self.tracker.effective())
             self.version += 1
         return changes
 
@@ -146,8 +145,7 @@ class TopologyFabric:
         records = core_status.records_from_status(rows)
         if records:
             self.tracker.restore(records)
-            for record in records:
-                self.index.set_health(record.element, record)
+            self.index.apply_health(self.tracker.effective())
             self.version += 1
 
     # --- readers --------------------------------------------------------------------------

@@ -16,7 +16,6 @@ Pure: no I/O, the time is a parameter.
 
 from __future__ import annotations
 
-import datetime
 import math
 import re
 from collections.abc import Mapping
@@ -24,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fabricsched import parsing
+from fabricsched.api import rfc3339
 from fabricsched.extender import gangs
 from fabricsched.placement import patience, request, session
 from fabricsched.topology import fabric
@@ -129,12 +129,9 @@ def created_at(manifest: Mapping[str, Any]) -> float | None:
     if not isinstance(text, str) or not text:
         return None
     try:
-        stamp = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+        return rfc3339.parse(text)
     except ValueError:
         return None
-    if stamp.tzinfo is None:
-        stamp = stamp.replace(tzinfo=datetime.UTC)
-    return stamp.timestamp()
 
 
 def decide(
