@@ -26,6 +26,7 @@ from fabricsched.extender import (
     following,
     gangs,
     locality,
+    path_health,
     placements,
     planning,
     ports,
@@ -97,7 +98,10 @@ class Coordinator:
         self.jobs = jobs
         self.ready = False
         """Set by ``restore``: before it, no decision is made (a reservation could be lost)."""
-        self.follower = following.Follower(state, book, writer, clock)
+        self.path_health = path_health.PathHealth(state, book, writer, events, clock)
+        """Running gangs' path health follows the fabric (the book's ``annotate`` hook)."""
+        book.annotate = self.path_health.annotate
+        self.follower = following.Follower(state, book, writer, clock, self.path_health)
         """Moves the book with the cluster: binds, ends, Jobs, expiry, restore."""
         self._noticed: dict[tuple[ids.GangKey, str], float] = {}
         self._session = session.Session()
