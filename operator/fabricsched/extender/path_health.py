@@ -110,6 +110,10 @@ class PathHealth:
             if notice is not None:
                 self._announce(updated, *notice, change)
 
+    @property
+    def version(self) -> int:
+        return self.index.version
+
     def forget_topology(self, topology: ids.TopologyName) -> None:
         self._unhealthy.pop(topology, None)
 

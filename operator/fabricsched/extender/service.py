@@ -91,6 +91,11 @@ class Service:
         """GPUs held by unbound ranks of plans, per topology (for FabricTopology status)."""
         return self.book
 
+    @property
+    def gangs_on_path(self) -> views.GangsOnPath:
+        """Which gangs an element touches (for FabricTopology status and Events)."""
+        return self.coordinator.path_health
+
     def not_ready(self) -> str | None:
         """``views.Readiness``: no decision is made before the reservations are restored."""
         return None if self.coordinator.ready else NOT_RESTORED

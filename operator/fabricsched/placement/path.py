@@ -53,12 +53,15 @@ class PathIndex:
     def __init__(self) -> None:
         self._paths: dict[ids.GangKey, tuple[ids.TopologyName, frozenset[ElementKey]]] = {}
         self._gangs: dict[tuple[ids.TopologyName, ElementKey], set[ids.GangKey]] = {}
+        self.version = 0
+        """Moves on every change of a path."""
 
     def put(self, gang: ids.GangKey, topology: ids.TopologyName, path: frozenset[ElementKey]) -> None:
         old = self._paths.get(gang)
         if old == (topology, path):
             return
         self.drop(gang)
+        self.version += 1
         self._paths[gang] = (topology, path)
         for element in path:
             self._gangs.setdefault((topology, element), set()).add(gang)
@@ -67,6 +70,7 @@ class PathIndex:
         old = self._paths.pop(gang, None)
         if old is None:
             return
+        self.version += 1
         topology, path = old
         for element in path:
             holders = self._gangs.get((topology, element))

@@ -8,6 +8,7 @@ from extender_harness import TOPOLOGY, Harness, fabric_nodes
 
 from builders import make_node
 from fabricsched import ids
+from fabricsched.controller import status as topology_status
 from fabricsched.topology import health
 
 RECOVER_S = 300  # the default spec.health.recoverAfterSeconds
@@ -101,3 +102,21 @@ def test_a_condition_keeps_its_transition_time_while_its_status_holds(harness: H
 
 def test_fabric_nodes_fixture_is_untouched() -> None:
     assert len(fabric_nodes()) == 16
+
+
+def test_the_topology_status_names_the_gangs_a_degraded_element_touches(harness: Harness) -> None:
+    placed = run_gang(harness, "named", 6)
+    relabel(harness, placed[0], "degraded")
+    name = ids.TopologyName(TOPOLOGY)
+    obj = harness.state.objects[name]
+    tf = harness.state.topologies[name]
+    snap = harness.state.snapshot(name)
+    wire = topology_status.compute(obj, tf, snap, harness.clock(), affected=harness.coordinator.path_health)
+    (row,) = wire["degraded"]
+    assert row["node"] == placed[0]
+    assert row["affectedGangs"] == ["train/named"] and row["affectedGangCount"] == 1
+    version = harness.coordinator.path_health.version
+    harness.end_job("named", harness.store.get("train", "named")["spec"]["jobUID"], 6)
+    assert harness.coordinator.path_health.version > version
+    wire = topology_status.compute(obj, tf, snap, harness.clock(), affected=harness.coordinator.path_health)
+    assert wire["degraded"][0]["affectedGangCount"] == 0
