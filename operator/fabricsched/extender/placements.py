@@ -167,6 +167,8 @@ class PlacementWriter:
         self._conditions: dict[ids.GangKey, list[api_conditions.Condition]] = {}
         """The conditions last made for every gang: a condition keeps its date while unchanged."""
         self.writes = 0
+        self._pending_objects: set[ids.GangKey] = set()
+        """Gangs whose object was submitted Pending: their plan replaces it (``save``, not ``create``)."""
         self._locks: dict[ids.GangKey, asyncio.Lock] = {}
         self._wake = asyncio.Event()
         self.failures = 0
@@ -180,6 +182,8 @@ class PlacementWriter:
         else:
             self._conditions.pop(entry.key, None)
         self._pending[entry.key] = dataclasses.replace(entry, conditions=tuple(made))
+        if entry.phase == api.PlacementPhase.PENDING:
+            self._pending_objects.add(entry.key)
         self._wake.set()
 
     @property
@@ -204,7 +208,12 @@ class PlacementWriter:
             if entry is None:
                 return True  # written meanwhile, status and all
             try:
-                await self.store.create(manifest_of(entry))
+                if key in self._pending_objects:
+                    # A Pending object of the gang may exist: create would keep its empty spec.
+                    await self.store.save(manifest_of(entry))
+                    self._pending_objects.discard(key)
+                else:
+                    await self.store.create(manifest_of(entry))
             except errors.Rejected as e:
                 self.failures += 1
                 logger.error("FabricPlacement %s rejected: %s", entry.display, e)
