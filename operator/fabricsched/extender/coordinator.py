@@ -261,9 +261,9 @@ class Coordinator:
         """The plan to reserve, or the answer that holds the gang for a plan near its floor.
 
         A held gang reserves nothing (its FabricPlacement is Pending, with the hold as the
-        reason), so other gangs backfill around it. Every candidate fails (not unresolvable): the kube-scheduler keeps the pod
-        and asks again on cluster events that may free capacity, and at the latest after
-        ``podMaxInUnschedulablePodsDuration``.
+        reason), so other gangs backfill around it. Every candidate fails (not unresolvable):
+        the kube-scheduler keeps the pod and asks again on cluster events that may free
+        capacity, and at the latest after ``podMaxInUnschedulablePodsDuration``.
         """
         wanted = locality.settings(pod.annotations, self.options.placement.locality_wait)
         if wanted.problems:

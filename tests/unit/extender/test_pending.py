@@ -26,7 +26,9 @@ def test_a_required_tier_that_no_leaf_has_room_for_now_is_pending_with_the_numbe
     assert obj["status"]["phase"] == "Pending" and obj["spec"]["ranks"] == []
     cond = reserved_condition(harness, "wide")
     assert cond["status"] == "False" and cond["reason"] == "RequiredTierUnsatisfiable"
-    assert cond["message"].startswith("needs 4 x 8 GPUs inside one leaf: required tier leaf: no leaf has room")
+    assert cond["message"].startswith(
+        "needs 4 x 8 GPUs inside one leaf: required tier leaf: no leaf has room"
+    )
     assert "room for 2" in cond["message"]
     assert harness.book.reserved_gpus() == {}  # a Pending gang holds nothing
 
