@@ -234,7 +234,7 @@ class Coordinator:
             planning.new_entry(gang, snapshot.name, snapshot.fabric, made), self.clock()
         )
         self.writer.submit(entry)
-        self.pending.placed(gang.key)
+        self.pending.planned(entry, created)
         summary = "; ".join(entry.reasons) or "planned"
         if entry.degraded_path:
             self._notice(

@@ -122,6 +122,8 @@ class Follower:
             except placements.Unreadable as e:
                 logger.warning("ignoring an unreadable FabricPlacement: %s", e)
                 continue
+            if entry.phase == PlacementPhase.PENDING:
+                self.writer.replaces_pending(entry.key)
             if not entry.active:
                 continue
             if entry.phase == PlacementPhase.RESERVED and not entry.expires_at:

@@ -42,6 +42,8 @@ class PendingBoard:
         self._last: dict[ids.GangKey, tuple[str, str, float]] = {}
         self.since: dict[ids.GangKey, float] = {}
         """When each waiting gang was first seen waiting (placement wait metric)."""
+        self.on_planned: Callable[[reservations.Entry, float], None] | None = None
+        """Told every new plan and its wait in seconds (the extender's metrics)."""
 
     def wait(self, gang: gangs.GangIdentity, topology: ids.TopologyName, reason: str, message: str) -> bool:
         """Record that ``gang`` waits; True when this wrote (a new reason, or a refreshed message)."""
@@ -63,10 +65,15 @@ class PendingBoard:
         """The engine found no plan: wait with its reason."""
         return self.wait(gang, topology, reason_of(why), message_of(gang, why.reason))
 
-    def placed(self, key: ids.GangKey) -> float | None:
-        """The gang got a plan: forget it; returns when it started waiting, if it did."""
-        self._last.pop(key, None)
-        return self.since.pop(key, None)
+    def planned(self, entry: reservations.Entry, created: float | None) -> None:
+        """The gang got a plan: forget it, and tell ``on_planned`` how long it waited (from its
+        first pod's creation, else from its first wait seen here)."""
+        self._last.pop(entry.key, None)
+        since = self.since.pop(entry.key, None)
+        start = created if created is not None else since
+        now = self.clock()
+        if self.on_planned is not None:
+            self.on_planned(entry, now - start if start is not None else 0.0)
 
     @property
     def waiting(self) -> int:

@@ -186,6 +186,10 @@ class PlacementWriter:
             self._pending_objects.add(entry.key)
         self._wake.set()
 
+    def replaces_pending(self, key: ids.GangKey) -> None:
+        """The gang has a Pending object (read back after a restart): its plan is saved whole."""
+        self._pending_objects.add(key)
+
     @property
     def pending(self) -> int:
         return len(self._pending)

@@ -109,6 +109,8 @@ class Book:
         self.options = options
         self._entries: dict[ids.GangKey, Entry] = {}
         self._reserved: dict[ids.NodeName, int] = {}
+        self.expiries = 0
+        """Plans whose unbound ranks were let go (a counter, for metrics)."""
         self.annotate: Callable[[Entry], Entry] | None = None
         """Called on every entry put (``path_health``: the path's health); returns the entry kept."""
 
@@ -242,6 +244,7 @@ class Book:
             reasons = (*entry.reasons, f"unbound ranks released after {self.options.reservation_ttl_s:g} s")
             expired = replace(entry, ranks=ranks, phase=PlacementPhase.EXPIRED, reasons=reasons)
             changed.append(self.put(expired))
+        self.expiries += len(changed)
         return changed
 
     def release(self, key: ids.GangKey, reason: str) -> Entry | None:
