@@ -66,7 +66,7 @@ def test_a_degraded_host_under_a_running_gang_shows_on_its_placement_job_and_top
         assert [(e["kind"], e["node"], e["state"]) for e in status["unhealthyPath"]] == [
             ("node", host, "degraded")
         ]
-        assert status["unhealthyPath"][0]["sources"] == ["label"]
+        assert [s["source"] for s in status["unhealthyPath"][0]["sources"]] == ["label"]
         assert status["commSlowdown"] > status["commSlowdownAtPlacement"]
         path_condition = condition(degraded, "PathDegraded")
         assert path_condition["status"] == "True" and host in path_condition["message"]

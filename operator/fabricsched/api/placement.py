@@ -154,10 +154,11 @@ class PathElement(WireModel):
     rail: int | None = Field(default=None, ge=0, description="Rail index on a rail-optimized fabric.")
     state: topology.LinkState = Field(description="degraded or down.")
     capacity: float = Field(ge=0, le=1, description="Remaining capacity fraction.")
-    sources: list[Annotated[str, Field(max_length=16)]] = Field(
+    sources: list[topology.HealthSource] = Field(
         default_factory=list,
         max_length=MAX_SOURCES,
-        description="Sources reporting it: spec.links, condition, label, prometheus, event.",
+        description="Sources reporting it (as in the FabricTopology's status.degraded): spec.links, "
+        "condition, label, prometheus, event, each with its reason.",
         json_schema_extra=openapi.extensions(list_type="atomic"),
     )
     reason: str = Field(default="", max_length=256, description="The sources' reasons, shortened.")

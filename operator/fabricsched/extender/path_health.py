@@ -19,6 +19,7 @@ from collections.abc import Callable
 from fabricsched import ids
 from fabricsched.api import placement as api
 from fabricsched.api import rfc3339
+from fabricsched.api import topology as topology_api
 from fabricsched.extender import placements, ports, reservations
 from fabricsched.placement import capacity, path
 from fabricsched.ports import notices
@@ -37,7 +38,7 @@ class _Unhealthy:
     element: health.ElementId
     state: fabric.HealthState
     capacity: float
-    sources: tuple[str, ...]
+    sources: tuple[health.Observation, ...]
     reason: str
     since: float
 
@@ -134,7 +135,7 @@ class PathHealth:
             return
         old = records.get(record)
         since = old.since if old is not None and change.old is not fabric.HealthState.HEALTHY else change.at
-        sources: tuple[str, ...] = tuple(dict.fromkeys(o.source for o in change.sources))
+        sources = change.sources
         reason = "; ".join(o.reason for o in change.sources if o.reason)
         if not sources and old is not None:
             sources, reason = old.sources, old.reason
@@ -183,7 +184,10 @@ def _wire(u: _Unhealthy) -> api.PathElement:
         rail=element.rail,
         state=u.state,
         capacity=min(1.0, max(0.0, u.capacity)),
-        sources=[s[:16] for s in u.sources[: api.MAX_SOURCES]],
+        sources=[
+            topology_api.HealthSource(source=o.source, reason=o.reason[:256], rule=o.rule, value=o.value)
+            for o in u.sources[: api.MAX_SOURCES]
+        ],
         reason=u.reason[:256],
         since=rfc3339.format_epoch(u.since),
     )

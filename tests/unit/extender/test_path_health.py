@@ -54,7 +54,7 @@ def test_a_degraded_host_on_the_path_marks_the_gang_and_its_recovery_clears_it(h
     assert after["commSlowdown"] > at_placement and after["commSlowdownAtPlacement"] == at_placement
     (element,) = after["unhealthyPath"]
     assert element["kind"] == "node" and element["node"] == placed[0] and element["state"] == "degraded"
-    assert element["sources"] == ["label"] and element["since"]
+    assert [s["source"] for s in element["sources"]] == ["label"] and element["since"]
     degraded = condition(harness, "train6", "PathDegraded")
     assert degraded["status"] == "True" and degraded["reason"] == "ElementUnhealthy"
     assert placed[0] in degraded["message"]
