@@ -15,12 +15,18 @@ from pydantic import ConfigDict, Field, model_validator
 
 from fabricsched.api import openapi, topology
 from fabricsched.api.base import WireModel
+from fabricsched.api.conditions import Condition
 
 GROUP = topology.GROUP
 VERSION = topology.VERSION
 API_VERSION = f"{GROUP}/{VERSION}"
 KIND = "FabricPlacement"
 PLURAL = "fabricplacements"
+
+MAX_UNHEALTHY = 32
+"""Bound on ``status.unhealthyPath``: the worst elements first; ``unhealthyPathCount`` says how
+many there are in all."""
+MAX_SOURCES = 4
 
 MAX_RANKS = 16384
 """Bound on a gang's pods: keeps the object well inside the API server's size limit and the
@@ -38,6 +44,8 @@ class TierPolicy(enum.StrEnum):
 
 
 class PlacementPhase(enum.StrEnum):
+    PENDING = "Pending"
+    """The gang waits for a plan; the Reserved condition says why (no capacity is held)."""
     RESERVED = "Reserved"
     """Capacity held for every rank; pods are binding one at a time."""
     BOUND = "Bound"
@@ -134,12 +142,36 @@ class FabricPlacementSpec(WireModel):
         return None
 
 
+class PathElement(WireModel):
+    """One unhealthy element on the gang's path, as the FabricTopology's status.degraded has it."""
+
+    kind: Literal["node", "domain"] = Field(
+        description="node: a host's fabric access links; domain: a switch group's uplinks."
+    )
+    node: str | None = Field(default=None, max_length=253, description="Node name (kind node).")
+    tier: str | None = Field(default=None, max_length=63, description="Tier name (kind domain).")
+    domain: str | None = Field(default=None, max_length=63, description="Domain name (kind domain).")
+    rail: int | None = Field(default=None, ge=0, description="Rail index on a rail-optimized fabric.")
+    state: topology.LinkState = Field(description="degraded or down.")
+    capacity: float = Field(ge=0, le=1, description="Remaining capacity fraction.")
+    sources: list[topology.HealthSource] = Field(
+        default_factory=list,
+        max_length=MAX_SOURCES,
+        description="Sources reporting it (as in the FabricTopology's status.degraded): spec.links, "
+        "condition, label, prometheus, event, each with its reason.",
+        json_schema_extra=openapi.extensions(list_type="atomic"),
+    )
+    reason: str = Field(default="", max_length=256, description="The sources' reasons, shortened.")
+    since: str | None = Field(default=None, max_length=64, description="When it left healthy (RFC 3339).")
+
+
 class FabricPlacementStatus(WireModel):
     """How far the plan got: its phase, which ranks are bound, and what it costs the job."""
 
     phase: PlacementPhase = Field(
         default=PlacementPhase.RESERVED,
-        description="Reserved -> Bound (all ranks bound) -> Released; Reserved -> Expired.",
+        description="Pending (waiting for a plan) -> Reserved -> Bound (all ranks bound) -> Released; "
+        "Reserved -> Expired.",
     )
     expires_at: str | None = Field(
         default=None,
@@ -155,11 +187,32 @@ class FabricPlacementStatus(WireModel):
     comm_slowdown: float | None = Field(
         default=None,
         ge=1,
-        description="Expected communication slowdown of the gang (capacity model); 1.0 is ideal.",
+        description="Expected communication slowdown of the gang now (capacity model, with the fabric's "
+        "current health); 1.0 is ideal.",
+    )
+    comm_slowdown_at_placement: float | None = Field(
+        default=None, ge=1, description="The slowdown the engine predicted when it made the plan."
     )
     degraded_path: bool = Field(
         default=False,
-        description="True when the gang's traffic crosses a degraded element: no healthy placement existed.",
+        description="True while the gang's traffic crosses a degraded or down element (unhealthyPath).",
+    )
+    unhealthy_path: list[PathElement] | None = Field(
+        default=None,
+        max_length=MAX_UNHEALTHY,
+        description="Unhealthy elements on the gang's path (its hosts' access links when it spans more "
+        "than one host, the uplinks of every domain it spans partly), worst first; at most 32.",
+        json_schema_extra=openapi.extensions(list_type="atomic"),
+    )
+    unhealthy_path_count: int | None = Field(
+        default=None, ge=0, description="How many unhealthy elements the path has (unhealthyPath is capped)."
+    )
+    conditions: list[Condition] | None = Field(
+        default=None,
+        max_length=8,
+        description="Reserved (a plan holds capacity; when False, why the gang waits), Bound (every rank "
+        "bound) and PathDegraded.",
+        json_schema_extra=openapi.extensions(list_type="map", list_map_keys=["type"]),
     )
     reasons: list[str] = Field(
         default_factory=list,

@@ -266,6 +266,9 @@ class HealthSource(WireModel):
     value: float | None = Field(default=None, description="The measured value (source prometheus).")
 
 
+MAX_AFFECTED_GANGS = 50
+
+
 class HealthRecord(WireModel):
     """One element that is not healthy (or is waiting out its recovery)."""
 
@@ -288,6 +291,16 @@ class HealthRecord(WireModel):
         default_factory=list,
         description="Every source that reports the element, merged into state and capacity.",
         json_schema_extra=openapi.extensions(list_type="atomic"),
+    )
+    affected_gangs: list[Annotated[str, Field(max_length=507)]] | None = Field(
+        default=None,
+        max_length=MAX_AFFECTED_GANGS,
+        description="Gangs whose path crosses the element, as namespace/name of their FabricPlacement; "
+        "at most 50 (affectedGangCount counts them all).",
+        json_schema_extra=openapi.extensions(list_type="atomic"),
+    )
+    affected_gang_count: int | None = Field(
+        default=None, ge=0, description="How many gangs' paths cross the element."
     )
 
 

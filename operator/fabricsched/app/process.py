@@ -28,6 +28,7 @@ def companions(extender: service.Service) -> running.Companions:
     return running.Companions(
         tasks={"extender": extender.run},
         reserved=extender.reservations,
+        gangs=extender.gangs_on_path,
         readiness=(extender,),
     )
 

@@ -13,6 +13,8 @@ import prometheus_client
 from prometheus_client import core as prom_core
 from prometheus_client import registry as prom_registry
 
+import fabricsched
+
 SizeReader = Callable[[], Mapping[str, int]]
 
 
@@ -86,6 +88,20 @@ class Metrics:
             ["outcome"],
             registry=self.registry,
         )
+        self.telemetry_failures = prometheus_client.Counter(
+            "fabricsched_telemetry_query_failures_total",
+            "Prometheus health-rule queries that failed, by kind (unreachable, http, auth, timeout, ...).",
+            ["topology", "kind"],
+            registry=self.registry,
+        )
+        self.build_info = prometheus_client.Info(
+            "fabricsched_build", "The running fabricsched's version.", registry=self.registry
+        )
+        self.build_info.info({"version": fabricsched.__version__})
+        # The standard process_* and python_* metrics, in this registry too.
+        prometheus_client.ProcessCollector(registry=self.registry)
+        prometheus_client.PlatformCollector(registry=self.registry)
+        prometheus_client.GCCollector(registry=self.registry)
         self._watching = False
 
     def watch_state(self, read_sizes: SizeReader, read_degraded: Callable[[], Mapping[str, int]]) -> None:

@@ -10,6 +10,7 @@ costs none (a restarted operator that computes the same status writes nothing).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -31,8 +32,8 @@ longer exists (deleted between computing and writing), another ``errors.ApiError
 class _Written:
     uid: str
     status: Mapping[str, Any]
-    inputs: tuple[int, int]
-    """(state generation, reserved-GPUs fingerprint) the status was computed from."""
+    inputs: tuple[int, int, int]
+    """(state generation, reserved-GPUs fingerprint, path index version) the status was computed from."""
 
 
 class StatusReporter:
@@ -41,13 +42,15 @@ class StatusReporter:
 
     def __init__(self, cluster: state.ClusterState, write: WriteStatus, clock: Callable[[], float],
                  registry: metrics.Metrics, interval_s: float = 1.0,
-                 reserved: views.ReservedGpus | None = None) -> None:
+                 reserved: views.ReservedGpus | None = None,
+                 gangs: views.GangsOnPath | None = None) -> None:
         self._state = cluster
         self._write = write
         self._clock = clock
         self._metrics = registry
         self.interval_s = interval_s
         self.reserved = reserved
+        self.gangs = gangs
         self._written: dict[ids.TopologyName, _Written] = {}
 
     async def run(self) -> None:
@@ -84,12 +87,16 @@ class StatusReporter:
         snap = self._state.snapshot(name) if tf is not None else None
         held = self.reserved.reserved_in(name) if self.reserved is not None and tf is not None else None
         self._metrics.reconciles.labels(name).inc()
-        return status.compute(obj, tf, snap, self._clock(), held)
+        return status.compute(obj, tf, snap, self._clock(), held, affected=self.gangs)
 
     async def _report(self, name: ids.TopologyName) -> bool:
         obj = self._state.objects[name]
         held = self.reserved.reserved_in(name) if self.reserved is not None else None
-        inputs = (self._state.generation, hash(frozenset(held.items())) if held else 0)
+        inputs = (
+            self._state.generation,
+            hash(frozenset(held.items())) if held else 0,
+            self.gangs.version if self.gangs is not None else 0,
+        )
         last = self._written.get(name)
         if last is not None and last.uid == obj.uid and last.inputs == inputs:
             return False
@@ -119,7 +126,7 @@ def _same(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
 
 
 def forward_health(cluster: state.ClusterState, recorder: events.EventRecorder, registry: metrics.Metrics,
-                   clock: Callable[[], float]) -> Callable[[], None]:
+                   clock: Callable[[], float], gangs: views.GangsOnPath | None = None) -> Callable[[], None]:
     """Post an Event on the FabricTopology for every effective health change; returns unsubscribe."""
 
     def on_change(change: changes.Change) -> None:
@@ -132,6 +139,11 @@ def forward_health(cluster: state.ClusterState, recorder: events.EventRecorder, 
         recover_after = tf.spec.health.recover_after_seconds if tf is not None else 0
         ref = notices.ObjectRef(api.API_VERSION, api.KIND, change.topology, obj.uid if obj else "")
         notice = events.health_notice(hc, recover_after)
+        if gangs is not None:
+            names, count = gangs.affected(change.topology, hc.element)
+            shown = ", ".join(names[:3]) + (", ..." if count > 3 else "")
+            touched = f"; touches {count} gang{'' if count == 1 else 's'}" + (f" ({shown})" if count else "")
+            notice = dataclasses.replace(notice, message=notice.message + touched)
         logger.info("%s: %s", change.topology, notice.message,
                     extra={"topology": change.topology, "reason": notice.reason})
         recorder.record(ref, notice, clock())

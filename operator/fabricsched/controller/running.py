@@ -47,6 +47,8 @@ class Companions:
     """Named tasks started next to the operator's own."""
     reserved: views.ReservedGpus | None = None
     """GPUs held by plans (the extender's book): status counts them as taken."""
+    gangs: views.GangsOnPath | None = None
+    """Which gangs an element touches (the extender's path index): status and Events name them."""
     readiness: Sequence[views.Readiness] = ()
     """Parts that must be ready for ``/readyz`` besides the state's initial listings."""
 
@@ -79,9 +81,9 @@ async def serve(rt: runtime.Runtime, companions: Companions,
     """Run the operator and its companions until a signal or ``stop_flag``."""
     status_reporter = reporter.StatusReporter(
         rt.state, kube.status_writer(rt.api), rt.clock, rt.metrics, rt.options.status_interval_s,
-        reserved=companions.reserved,
+        reserved=companions.reserved, gangs=companions.gangs,
     )
-    reporter.forward_health(rt.state, rt.recorder, rt.metrics, rt.clock)
+    reporter.forward_health(rt.state, rt.recorder, rt.metrics, rt.clock, companions.gangs)
     registry = kopf.OperatorRegistry()
     handlers.register(registry, rt)
 

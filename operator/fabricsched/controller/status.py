@@ -16,14 +16,16 @@ from fabricsched import ids
 from fabricsched.api import conditions
 from fabricsched.api import topology as api
 from fabricsched.controller import fabrics, snapshots, state, telemetry_feed
-from fabricsched.topology import gpus
+from fabricsched.ports import views
+from fabricsched.topology import gpus, health
 from fabricsched.topology import status as core_status
 
 
 def compute(obj: state.TopologyObject, tf: fabrics.TopologyFabric | None,
             snap: snapshots.TopologySnapshot | None, now: float,
             reserved: Mapping[ids.NodeName, int] | None = None,
-            options: core_status.StatusOptions | None = None) -> dict[str, Any]:
+            options: core_status.StatusOptions | None = None,
+            affected: views.GangsOnPath | None = None) -> dict[str, Any]:
     """The full status to store for ``obj`` (camelCase wire form)."""
     previous = _previous_conditions(obj.status)
     if tf is None or snap is None:
@@ -37,10 +39,37 @@ def compute(obj: state.TopologyObject, tf: fabrics.TopologyFabric | None,
         extra_conflicts=contested, generation=obj.generation, previous_conditions=previous,
         options=options or core_status.StatusOptions(),
     )
+    if affected is not None and result.degraded:
+        result = result.model_copy(update={"degraded": _with_gangs(result.degraded, obj.name, affected)})
     if tf.telemetry is not None:
         telemetry = telemetry_feed.condition(tf.telemetry, previous, now, obj.generation)
         result = result.model_copy(update={"conditions": [*result.conditions, telemetry]})
     return result.to_wire()
+
+
+AFFECTED_NAMES_BUDGET = 256 * 1024
+"""Bytes of gang names over all of ``status.degraded`` (up to 50 per row): rows past the budget
+carry the count alone, so the object stays far below the API server's size limit."""
+
+
+def _with_gangs(rows: list[api.HealthRecord], topology: ids.TopologyName,
+                affected: views.GangsOnPath) -> list[api.HealthRecord]:
+    budget = AFFECTED_NAMES_BUDGET
+    out = []
+    for row in rows:
+        names, count = affected.affected(topology, element_of(row))
+        size = sum(len(n) + 3 for n in names)  # quotes and a comma each
+        if size > budget:
+            names = []
+        budget -= size if names else 0
+        out.append(row.model_copy(update={"affected_gangs": names, "affected_gang_count": count}))
+    return out
+
+
+def element_of(row: api.HealthRecord) -> health.ElementId:
+    if row.kind == "node":
+        return health.ElementId.node(row.node or "", row.rail)
+    return health.ElementId.domain(row.tier or "", row.domain or "", row.rail)
 
 
 def _invalid(obj: state.TopologyObject, previous: list[api.Condition],

@@ -88,7 +88,11 @@ async def run(rt: runtime.Runtime, client: prometheus.PrometheusClient | None = 
     async def one(name: str) -> None:
         tname = ids.TopologyName(name)
         try:
-            await poller.TopologyPoller(name, TopologySink(rt, tname), client, rt.clock).run()
+            failures = rt.metrics.telemetry_failures
+            await poller.TopologyPoller(
+                name, TopologySink(rt, tname), client, rt.clock,
+                on_failed=lambda kind: failures.labels(name, kind).inc(),
+            ).run()
         finally:
             _stopped(rt.state, tname)
 

@@ -26,6 +26,8 @@ from fabricsched.extender import (
     following,
     gangs,
     locality,
+    path_health,
+    pending,
     placements,
     planning,
     ports,
@@ -97,7 +99,12 @@ class Coordinator:
         self.jobs = jobs
         self.ready = False
         """Set by ``restore``: before it, no decision is made (a reservation could be lost)."""
-        self.follower = following.Follower(state, book, writer, clock)
+        self.path_health = path_health.PathHealth(state, book, writer, events, clock)
+        """Running gangs' path health follows the fabric (the book's ``annotate`` hook)."""
+        book.annotate = self.path_health.annotate
+        self.pending = pending.PendingBoard(writer, clock)
+        """Gangs without a plan yet: a Pending FabricPlacement says why (rate-limited writes)."""
+        self.follower = following.Follower(state, book, writer, clock, self.path_health)
         """Moves the book with the cluster: binds, ends, Jobs, expiry, restore."""
         self._noticed: dict[tuple[ids.GangKey, str], float] = {}
         self._session = session.Session()
@@ -217,6 +224,7 @@ class Coordinator:
         # names outside the fabric restrict nothing and need no per-node filtering here.
         made = planning.plan(inputs, gang, candidates, self.options.placement)
         if isinstance(made, request.NoFit):
+            self.pending.no_fit(gang, snapshot.name, made)
             return self._no_fit(gang.key, gang.display, gang.tier, gang.required, made, candidates, pod)
         held = self._hold(gang, snapshot, made, candidates, pod, created)
         if isinstance(held, FilterAnswer):
@@ -226,6 +234,7 @@ class Coordinator:
             planning.new_entry(gang, snapshot.name, snapshot.fabric, made), self.clock()
         )
         self.writer.submit(entry)
+        self.pending.planned(entry, created)
         summary = "; ".join(entry.reasons) or "planned"
         if entry.degraded_path:
             self._notice(
@@ -251,10 +260,10 @@ class Coordinator:
     ) -> request.Plan | FilterAnswer:
         """The plan to reserve, or the answer that holds the gang for a plan near its floor.
 
-        A held gang reserves nothing and writes no FabricPlacement, so other gangs backfill
-        around it. Every candidate fails (not unresolvable): the kube-scheduler keeps the pod
-        and asks again on cluster events that may free capacity, and at the latest after
-        ``podMaxInUnschedulablePodsDuration``.
+        A held gang reserves nothing (its FabricPlacement is Pending, with the hold as the
+        reason), so other gangs backfill around it. Every candidate fails (not unresolvable):
+        the kube-scheduler keeps the pod and asks again on cluster events that may free
+        capacity, and at the latest after ``podMaxInUnschedulablePodsDuration``.
         """
         wanted = locality.settings(pod.annotations, self.options.placement.locality_wait)
         if wanted.problems:
@@ -269,6 +278,9 @@ class Coordinator:
         decision = locality.decide(self._session, snapshot.fabric, gang, made, waited, wanted.wait)
         if isinstance(decision, patience.Wait):
             message = f"gang {gang.display} is {decision.reason}"
+            self.pending.wait(
+                gang, snapshot.name, pending.HELD_FOR_LOCALITY, pending.message_of(gang, decision.reason)
+            )
             self._notice(pod, gang.key, "FabricWaitingForLocality", message, False)
             return FilterAnswer([], failed=verdicts.every(candidates, message))
         self._clocks.forget(gang.key)

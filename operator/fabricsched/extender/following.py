@@ -17,6 +17,7 @@ from collections.abc import Callable
 from fabricsched import ids
 from fabricsched.api.placement import PlacementPhase
 from fabricsched.extender import gangs, placements, ports, reservations
+from fabricsched.extender import path_health as path_health_module
 from fabricsched.ports import changes, jobs
 from fabricsched.topology import nodes
 
@@ -32,8 +33,10 @@ class Follower:
         book: reservations.Book,
         writer: placements.PlacementWriter,
         clock: Callable[[], float],
+        path_health: path_health_module.PathHealth | None = None,
     ) -> None:
         self.state = state
+        self.path_health = path_health
         self.book = book
         self.writer = writer
         self.clock = clock
@@ -51,7 +54,11 @@ class Follower:
                 self._pod_changed(pod, ended=not pod.active or deleted)
             case changes.JobFinished(job=job) | changes.JobDeleted(job=job):
                 self._job_ended(job)
-            case changes.HealthChanged() | changes.TopologyChanged():
+            case changes.HealthChanged(topology=topology, change=moved):
+                # Plans read health from the next snapshot; running gangs follow it here.
+                if self.path_health is not None:
+                    self.path_health.on_health(topology, moved)
+            case changes.TopologyChanged():
                 pass  # read from the next snapshot when a gang is planned
 
     def _job_ended(self, job: jobs.JobInfo) -> None:
@@ -115,6 +122,8 @@ class Follower:
             except placements.Unreadable as e:
                 logger.warning("ignoring an unreadable FabricPlacement: %s", e)
                 continue
+            if entry.phase == PlacementPhase.PENDING:
+                self.writer.replaces_pending(entry.key)
             if not entry.active:
                 continue
             if entry.phase == PlacementPhase.RESERVED and not entry.expires_at:

@@ -160,6 +160,9 @@ class RecorderEvents:
 
     def pod_event(self, pod: nodes.PodUsage, reason: str, message: str, warning: bool) -> None:
         ref = notices.ObjectRef("v1", "Pod", pod.name, pod.uid, pod.namespace)
+        self.object_event(ref, reason, message, warning)
+
+    def object_event(self, ref: notices.ObjectRef, reason: str, message: str, warning: bool) -> None:
         self._recorder.record(
             ref, notices.Notice("Warning" if warning else "Normal", reason, message), self._clock()
         )

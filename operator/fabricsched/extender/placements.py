@@ -10,18 +10,22 @@ a restart right after the first pod binds cannot lose the reservation.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import logging
+import math
 import re
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pydantic
 
 from fabricsched import ids
+from fabricsched.api import conditions as api_conditions
 from fabricsched.api import placement as api
 from fabricsched.api import rfc3339
-from fabricsched.extender import ports, reservations
+from fabricsched.extender import placement_conditions, ports, reservations
 from fabricsched.ports import errors
 
 logger = logging.getLogger(__name__)
@@ -55,8 +59,11 @@ def object_name(entry: reservations.Entry) -> str:
     return f"{stem or 'gang'}-{digest}"
 
 
-def manifest_of(entry: reservations.Entry) -> dict[str, Any]:
-    """The whole object: metadata (owner Job), spec (the plan) and status (its progress)."""
+def manifest_of(
+    entry: reservations.Entry, conditions: Sequence[api_conditions.Condition] | None = None
+) -> dict[str, Any]:
+    """The whole object: metadata (owner Job), spec (the plan) and status (its progress);
+    ``conditions`` default to the entry's own (``placement_conditions`` makes new ones)."""
     spec = api.FabricPlacementSpec(
         gang=entry.name,
         job_uid=entry.job_uid if entry.job_name else "",
@@ -76,8 +83,14 @@ def manifest_of(entry: reservations.Entry) -> dict[str, Any]:
             rfc3339.format_epoch(entry.expires_at) if entry.phase == api.PlacementPhase.RESERVED else None
         ),
         bound_ranks=sorted(entry.bound),
-        comm_slowdown=entry.comm_slowdown if entry.comm_slowdown >= 1 else 1.0,
+        comm_slowdown=_finite(entry.comm_slowdown),
+        comm_slowdown_at_placement=(
+            _finite(entry.comm_slowdown_at_placement) if entry.comm_slowdown_at_placement else None
+        ),
         degraded_path=entry.degraded_path,
+        unhealthy_path=list(entry.unhealthy[: api.MAX_UNHEALTHY]),
+        unhealthy_path_count=entry.unhealthy_count,
+        conditions=list(entry.conditions if conditions is None else conditions),
         reasons=list(entry.reasons),
     )
     metadata: dict[str, Any] = {"name": object_name(entry), "namespace": entry.namespace}
@@ -132,7 +145,11 @@ def entry_of(manifest: Mapping[str, Any]) -> reservations.Entry:
         phase=status.phase,
         domains={tier: tuple(ids.DomainName(n) for n in names) for tier, names in spec.domains.items()},
         comm_slowdown=status.comm_slowdown or 1.0,
+        comm_slowdown_at_placement=status.comm_slowdown_at_placement,
         degraded_path=status.degraded_path,
+        unhealthy=tuple(status.unhealthy_path or ()),
+        unhealthy_count=status.unhealthy_path_count or 0,
+        conditions=tuple(status.conditions or ()),
         reasons=tuple(status.reasons),
     )
 
@@ -140,18 +157,38 @@ def entry_of(manifest: Mapping[str, Any]) -> reservations.Entry:
 class PlacementWriter:
     """Writes the newest entry of each submitted gang, one write per gang at a time."""
 
-    def __init__(self, store: ports.PlacementStore, book: reservations.Book) -> None:
+    def __init__(
+        self, store: ports.PlacementStore, book: reservations.Book, clock: Callable[[], float] = time.time
+    ) -> None:
         self.store = store
         self.book = book
+        self.clock = clock
         self._pending: dict[ids.GangKey, reservations.Entry] = {}
+        self._conditions: dict[ids.GangKey, list[api_conditions.Condition]] = {}
+        """The conditions last made for every gang: a condition keeps its date while unchanged."""
+        self.writes = 0
+        self._pending_objects: set[ids.GangKey] = set()
+        """Gangs whose object was submitted Pending: their plan replaces it (``save``, not ``create``)."""
         self._locks: dict[ids.GangKey, asyncio.Lock] = {}
         self._wake = asyncio.Event()
         self.failures = 0
 
     def submit(self, entry: reservations.Entry) -> None:
         """Queue the entry; a later submit of the same gang replaces it (only the newest counts)."""
-        self._pending[entry.key] = entry
+        previous = self._conditions.get(entry.key, list(entry.conditions))
+        made = placement_conditions.of(entry, previous, self.clock())
+        if entry.active or entry.phase == api.PlacementPhase.PENDING:
+            self._conditions[entry.key] = made
+        else:
+            self._conditions.pop(entry.key, None)
+        self._pending[entry.key] = dataclasses.replace(entry, conditions=tuple(made))
+        if entry.phase == api.PlacementPhase.PENDING:
+            self._pending_objects.add(entry.key)
         self._wake.set()
+
+    def replaces_pending(self, key: ids.GangKey) -> None:
+        """The gang has a Pending object (read back after a restart): its plan is saved whole."""
+        self._pending_objects.add(key)
 
     @property
     def pending(self) -> int:
@@ -175,7 +212,12 @@ class PlacementWriter:
             if entry is None:
                 return True  # written meanwhile, status and all
             try:
-                await self.store.create(manifest_of(entry))
+                if key in self._pending_objects:
+                    # A Pending object of the gang may exist: create would keep its empty spec.
+                    await self.store.save(manifest_of(entry))
+                    self._pending_objects.discard(key)
+                else:
+                    await self.store.create(manifest_of(entry))
             except errors.Rejected as e:
                 self.failures += 1
                 logger.error("FabricPlacement %s rejected: %s", entry.display, e)
@@ -228,6 +270,7 @@ class PlacementWriter:
             if entry is None:
                 return True  # written meanwhile by another caller
             try:
+                self.writes += 1
                 await self.store.save(manifest_of(entry))
             except errors.Rejected as e:
                 # The API server refuses the object itself: retrying the same one cannot help.
@@ -241,6 +284,11 @@ class PlacementWriter:
                 logger.warning("could not write FabricPlacement %s: %s", entry.display, e)
                 return False
             return True
+
+
+def _finite(slowdown: float) -> float:
+    # A path over a down element has an infinite slowdown; JSON has no infinity.
+    return slowdown if 1 <= slowdown < math.inf else (1.0 if slowdown < 1 else 1e9)
 
 
 def _lowest(entry: reservations.Entry) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from fabricsched.ports import jobs
+from fabricsched.ports import jobs, notices
 from fabricsched.ports.views import SnapshotView as SnapshotView
 from fabricsched.ports.views import StateView as StateView
 from fabricsched.topology import nodes
@@ -20,6 +20,10 @@ class EventSink(Protocol):
     """Writes a core v1 Event about a pod (the recorder deduplicates and rate-limits)."""
 
     def pod_event(self, pod: nodes.PodUsage, reason: str, message: str, warning: bool) -> None: ...
+
+    def object_event(self, ref: notices.ObjectRef, reason: str, message: str, warning: bool) -> None:
+        """An Event about any object (a FabricPlacement, a Job)."""
+        ...
 
 
 class PlacementStore(Protocol):

@@ -15,11 +15,12 @@ pods end.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 
 from fabricsched import ids
-from fabricsched.api.placement import PlacementPhase
+from fabricsched.api.conditions import Condition
+from fabricsched.api.placement import PathElement, PlacementPhase
 
 
 @dataclass(frozen=True)
@@ -57,8 +58,18 @@ class Entry:
     domains: Mapping[str, tuple[ids.DomainName, ...]] = field(default_factory=dict)
     """Domains used, by tier name."""
     comm_slowdown: float = 1.0
+    """The slowdown now (``path_health`` follows the fabric's health)."""
     degraded_path: bool = False
     reasons: tuple[str, ...] = ()
+    comm_slowdown_at_placement: float | None = None
+    """The engine's prediction when it made the plan (None: the same as ``comm_slowdown``)."""
+    unhealthy: tuple[PathElement, ...] = ()
+    """Unhealthy elements on the path, worst first, capped (``unhealthy_count`` counts them all)."""
+    unhealthy_count: int = 0
+    waiting: tuple[str, str] | None = None
+    """(reason, message) of a Pending gang: why it has no plan yet."""
+    conditions: tuple[Condition, ...] = ()
+    """The conditions read back from the object (the writer dates new ones from these)."""
     pod_ranks: Mapping[str, int] = field(default_factory=dict)
     """Pod UID -> rank, for pods that carry no rank of their own (non-indexed Jobs)."""
 
@@ -98,6 +109,10 @@ class Book:
         self.options = options
         self._entries: dict[ids.GangKey, Entry] = {}
         self._reserved: dict[ids.NodeName, int] = {}
+        self.expiries = 0
+        """Plans whose unbound ranks were let go (a counter, for metrics)."""
+        self.annotate: Callable[[Entry], Entry] | None = None
+        """Called on every entry put (``path_health``: the path's health); returns the entry kept."""
 
     # --- reading ------------------------------------------------------------------------
 
@@ -145,6 +160,8 @@ class Book:
         if old is not None:
             self._count(old, -1)
         entry = _settle(entry)
+        if self.annotate is not None:
+            entry = self.annotate(entry)
         if entry.active:
             self._entries[entry.key] = entry
             self._count(entry, +1)
@@ -227,6 +244,7 @@ class Book:
             reasons = (*entry.reasons, f"unbound ranks released after {self.options.reservation_ttl_s:g} s")
             expired = replace(entry, ranks=ranks, phase=PlacementPhase.EXPIRED, reasons=reasons)
             changed.append(self.put(expired))
+        self.expiries += len(changed)
         return changed
 
     def release(self, key: ids.GangKey, reason: str) -> Entry | None:

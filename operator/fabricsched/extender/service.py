@@ -19,7 +19,7 @@ import prometheus_client
 from aiohttp import web
 from kubernetes import client
 
-from fabricsched.extender import coordinator, kubeapi, placements, ports, reservations, server
+from fabricsched.extender import coordinator, kubeapi, metrics, placements, ports, reservations, server
 from fabricsched.placement import request
 from fabricsched.ports import errors, notices, views
 
@@ -85,11 +85,19 @@ class Service:
             jobs,
         )
         self._latency = _latency_histogram(registry) if registry is not None else None
+        if registry is not None:
+            board = self.coordinator.pending
+            board.on_planned = metrics.ExtenderMetrics(registry, state, self.book, board).observe_plan
 
     @property
     def reservations(self) -> views.ReservedGpus:
         """GPUs held by unbound ranks of plans, per topology (for FabricTopology status)."""
         return self.book
+
+    @property
+    def gangs_on_path(self) -> views.GangsOnPath:
+        """Which gangs an element touches (for FabricTopology status and Events)."""
+        return self.coordinator.path_health
 
     def not_ready(self) -> str | None:
         """``views.Readiness``: no decision is made before the reservations are restored."""

@@ -319,10 +319,11 @@ def _no_fit(
         if biggest is None or held < pods:
             holds = f"largest, {biggest[1]}, holds {held} when empty" if biggest else f"no {name}"
             return request.NoFit(f"required tier {name}: no {name} could ever hold {what} ({holds})",
-                                 unresolvable=True)
+                                 unresolvable=True, required_tier=True)
         most = max(sorted(index.by_tier[top]), key=lambda k: usable.full[k])
         return request.NoFit(f"required tier {name}: no {name} has room for {what} now "
-                             f"(most: {most[1]} with room for {usable.full[most]}){down_note}")
+                             f"(most: {most[1]} with room for {usable.full[most]}){down_note}",
+                             required_tier=True)
     empty_total = fab.empty_slots(g)
     if empty_total < pods:
         return request.NoFit(f"the fabric could never hold {what} (room for {empty_total} when empty)",

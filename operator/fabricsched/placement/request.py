@@ -77,6 +77,8 @@ class NoFit:
 
     reason: str
     unresolvable: bool = False
+    required_tier: bool = False
+    """The reason is the required tier: no domain of it holds the gang (now, or ever)."""
 
 
 def gang_on(

@@ -16,7 +16,7 @@ from fabricsched import ids
 from fabricsched.api import topology as api
 from fabricsched.ports import changes
 from fabricsched.ports import jobs as job_types
-from fabricsched.topology import fabric, nodes
+from fabricsched.topology import fabric, health, nodes
 
 
 class SnapshotView(Protocol):
@@ -44,6 +44,8 @@ class StateView(Protocol):
     @property
     def jobs(self) -> Mapping[tuple[str, str], job_types.JobInfo]: ...
 
+    @property
+    def topologies(self) -> Mapping[ids.TopologyName, object]: ...
     def topology_of(self, node: ids.NodeName) -> ids.TopologyName | None: ...
     def topology_holding_most(self, nodes: Collection[ids.NodeName]) -> ids.TopologyName | None:
         """The topology holding most of ``nodes`` (``topology_of``), the first by name on a
@@ -60,6 +62,20 @@ class ReservedGpus(Protocol):
 
     def reserved_in(self, topology: ids.TopologyName) -> Mapping[ids.NodeName, int]:
         """GPUs per node of ``topology`` held by unbound ranks; nodes holding none are absent."""
+        ...
+
+
+class GangsOnPath(Protocol):
+    """Which gangs an element's health touches (the extender's path index): FabricTopology
+    ``status.degraded[].affectedGangs`` and the topology's health Events."""
+
+    @property
+    def version(self) -> int:
+        """Moves whenever a gang's path changes (the status reporter recomputes then)."""
+        ...
+
+    def affected(self, topology: ids.TopologyName, element: health.ElementId) -> tuple[list[str], int]:
+        """Up to 50 ``namespace/name`` of the gangs' FabricPlacements, and how many in all."""
         ...
 
 

@@ -87,8 +87,11 @@ class TopologyPoller:
     """One topology's rounds. ``clock`` dates readings (the tracker's clock); ``sleep`` waits."""
 
     def __init__(self, name: str, sink: Sink, client: Client, clock: Callable[[], float],
-                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+                 on_failed: Callable[[str], None] | None = None) -> None:
         self.name = name
+        self._on_failed = on_failed or (lambda _kind: None)
+        """Told the kind of every failed query (the telemetry query failures metric)."""
         self._sink = sink
         self._client = client
         self._clock = clock
@@ -141,6 +144,7 @@ class TopologyPoller:
         for rule, answer in zip(usable, answers, strict=True):
             if isinstance(answer, prometheus.TelemetryError):
                 failed.append(answer)
+                self._on_failed(answer.kind)
                 problems.append((rule.name, answer.message))
                 continue
             if isinstance(answer, BaseException):

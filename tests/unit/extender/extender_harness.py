@@ -22,7 +22,7 @@ from builders import PodBuilder, make_node, make_pod, make_topology, topograph_t
 from fabricsched import ids
 from fabricsched.controller import state as cluster_state
 from fabricsched.extender import coordinator, placements, reservations
-from fabricsched.ports import errors
+from fabricsched.ports import errors, notices
 from fabricsched.topology import nodes
 from timing import Clock
 
@@ -71,6 +71,9 @@ class EventLog:
 
     def pod_event(self, pod: nodes.PodUsage, reason: str, message: str, warning: bool) -> None:
         self.events.append((pod.name, reason, message, warning))
+
+    def object_event(self, ref: notices.ObjectRef, reason: str, message: str, warning: bool) -> None:
+        self.events.append((f"{ref.kind}/{ref.name}", reason, message, warning))
 
     def reasons(self) -> list[str]:
         return [e[1] for e in self.events]

@@ -69,7 +69,12 @@ def test_a_gang_far_above_its_floor_waits_with_the_reason_and_reserves_nothing(h
     )
     assert set(answer.failed.values()) == {expected}
     assert harness.book.get(scene.g_key) is None
-    assert ("train", "g") not in harness.store.objects
+    # The held gang's object is Pending: no ranks (nothing reserved), the hold as its reason.
+    held = harness.store.get("train", "g")
+    assert held["status"]["phase"] == "Pending" and held["spec"]["ranks"] == []
+    (reserved,) = [c for c in held["status"]["conditions"] if c["type"] == "Reserved"]
+    assert reserved["status"] == "False" and reserved["reason"] == "HeldForLocality"
+    assert reserved["message"].startswith("needs 4 x 8 GPUs: waiting up to 600 s more")
     assert harness.book.reserved_gpus() == {}
     assert ("g-0", "FabricWaitingForLocality", expected, False) in harness.events.events
 

@@ -1,0 +1,123 @@
+"""Evidence on the real control plane: a running gang's path health, the gangs an element
+touches, why a gang is Pending, and the user metrics, with the real kube-scheduler, kwok and
+``fabricsched run`` (the cluster of ``test_extender``: 2 spines x 2 leaves x 4 hosts of 8 GPUs,
+``recoverAfterSeconds: 0``)."""
+
+from __future__ import annotations
+
+import re
+import time
+import urllib.request
+from typing import Any
+
+from test_extender import Fabric, fabric, ns
+from waiting import wait_for
+
+__all__ = ["fabric", "ns"]  # the module's cluster and namespace fixtures
+
+
+def condition(obj: dict[str, Any] | None, kind: str) -> dict[str, Any]:
+    for c in ((obj or {}).get("status") or {}).get("conditions") or ():
+        if c["type"] == kind:
+            return dict(c)
+    return {}
+
+
+def event_list(fabric: Fabric, namespace: str, reason: str) -> list[tuple[str, str]]:
+    items = fabric.api.call("GET", f"/api/v1/namespaces/{namespace}/events")["items"]
+    return [
+        (e["involvedObject"]["kind"], e["involvedObject"]["name"]) for e in items if e["reason"] == reason
+    ]
+
+
+def events(fabric: Fabric, namespace: str, reason: str) -> set[tuple[str, str]]:
+    return set(event_list(fabric, namespace, reason))
+
+
+def metric(fabric: Fabric, name: str, labels: str = "") -> float | None:
+    url = f"http://127.0.0.1:{fabric.operator.health_port}/metrics"
+    with urllib.request.urlopen(url, timeout=5) as r:
+        text = r.read().decode()
+    pattern = re.escape(name) + (re.escape("{" + labels + "}") if labels else "") + r" ([0-9.e+-]+)$"
+    found = re.search(pattern, text, re.MULTILINE)
+    return float(found.group(1)) if found else None
+
+
+def test_a_degraded_host_under_a_running_gang_shows_on_its_placement_job_and_topology(
+    fabric: Fabric, ns: str
+) -> None:
+    fabric.job(ns, "six", pods=6)
+    placed = fabric.placed(ns, "six", 6)
+    wait_for("six Bound",
+             lambda: (fabric.placement(ns, "six") or {}).get("status", {}).get("phase") == "Bound")
+    assert condition(fabric.placement(ns, "six"), "PathDegraded")["status"] == "False"
+    assert metric(fabric, "fabricsched_gangs", 'phase="Bound"') == 1
+    host = placed[0]
+    fabric.label_health(host, "degraded")
+    started = time.monotonic()
+    try:
+        degraded = wait_for(
+            "degradedPath on six",
+            lambda: p if (p := fabric.placement(ns, "six")) and p["status"].get("degradedPath") else None,
+            timeout=5,
+        )
+        assert time.monotonic() - started <= 5
+        status = degraded["status"]
+        assert [(e["kind"], e["node"], e["state"]) for e in status["unhealthyPath"]] == [
+            ("node", host, "degraded")
+        ]
+        assert [s["source"] for s in status["unhealthyPath"][0]["sources"]] == ["label"]
+        assert status["commSlowdown"] > status["commSlowdownAtPlacement"]
+        path_condition = condition(degraded, "PathDegraded")
+        assert path_condition["status"] == "True" and host in path_condition["message"]
+        wait_for("PathDegraded Events on the FabricPlacement and the Job",
+                 lambda: {("FabricPlacement", "six"), ("Job", "six")} <= events(fabric, ns, "PathDegraded"),
+                 timeout=5)
+        row = wait_for(
+            "the topology's degraded row names the gang",
+            lambda: next((r for r in fabric.topology_status().get("degraded", [])
+                          if r.get("node") == host and r.get("affectedGangs")), None),
+        )
+        assert row["affectedGangs"] == [f"{ns}/six"] and row["affectedGangCount"] == 1
+        assert metric(fabric, "fabricsched_gangs_on_degraded_path") == 1
+    finally:
+        fabric.label_health(host, None)
+    recovered = wait_for(
+        "six recovered",
+        lambda: p if (p := fabric.placement(ns, "six")) and not p["status"].get("degradedPath") else None,
+        timeout=10,
+    )
+    assert recovered["status"]["unhealthyPath"] == []
+    assert condition(recovered, "PathDegraded")["reason"] == "PathHealthy"
+    wait_for("PathRecovered Events", lambda: {("FabricPlacement", "six"), ("Job", "six")}
+             <= events(fabric, ns, "PathRecovered"), timeout=5)
+    # One element change: one Event on each object, however often the status was written.
+    assert sorted(event_list(fabric, ns, "PathDegraded")) == [("FabricPlacement", "six"), ("Job", "six")]
+    assert metric(fabric, "fabricsched_gangs_on_degraded_path") == 0
+    assert (metric(fabric, "fabricsched_gang_placement_wait_seconds_count") or 0) >= 1
+    assert (metric(fabric, "fabricsched_gang_comm_slowdown_count") or 0) >= 1
+    leaf = fabric.leaf_of[host]
+    labels = f'domain="{leaf}",state="used",tier="leaf",topology="ib-test"'
+    used = metric(fabric, "fabricsched_domain_gpus", labels)
+    assert used is not None and used >= 8
+
+
+def test_an_unplaceable_gang_is_pending_and_says_why_with_numbers(fabric: Fabric, ns: str) -> None:
+    fabric.job(ns, "huge", pods=20)
+    pending = wait_for(
+        "huge Pending with a reason",
+        lambda: p if condition(p := fabric.placement(ns, "huge"), "Reserved").get("reason") else None,
+    )
+    assert pending["status"]["phase"] == "Pending" and pending["spec"]["ranks"] == []
+    reserved = condition(pending, "Reserved")
+    assert reserved["status"] == "False" and reserved["reason"] == "Unplaceable"
+    assert reserved["message"] == (
+        "needs 20 x 8 GPUs: the fabric could never hold 20 pods of 8 GPUs (room for 16 when empty)"
+    )
+    assert metric(fabric, "fabricsched_gangs", 'phase="Pending"') == 1
+
+
+def test_the_process_metrics_and_build_info_are_served(fabric: Fabric) -> None:
+    assert metric(fabric, "fabricsched_build_info", 'version="0.1.0"') == 1
+    assert (metric(fabric, "process_cpu_seconds_total") or 0) > 0
+    assert metric(fabric, "fabricsched_reservation_expiries_total") is not None
