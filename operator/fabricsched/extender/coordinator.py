@@ -23,6 +23,7 @@ from typing import Any, cast
 
 from fabricsched import ids
 from fabricsched.extender import (
+    admission,
     following,
     gangs,
     locality,
@@ -128,6 +129,10 @@ class Coordinator:
             # None of these nodes is in a fabric: nothing to steer, the scheduler decides alone.
             return FilterAnswer(list(node_names))
         if entry is None:
+            missing = admission.missing_pods(gang.key, gang.size, pod, self.state.pods.values())
+            if missing:
+                reason = admission.waiting_reason(missing, gang.display)
+                return FilterAnswer([], failed=verdicts.every(node_names, reason))
             made = self._plan(gang, snapshot, candidates, pod, locality.created_at(manifest))
             if isinstance(made, FilterAnswer):
                 return made

@@ -1,0 +1,47 @@
+"""A gang is planned only once its pods exist (issue 15, attack 4: reservation hoarding)."""
+
+from __future__ import annotations
+
+from extender_harness import Harness
+
+from builders import make_pod
+from fabricsched.extender import verdicts
+
+
+def test_a_lone_pod_claiming_a_gang_of_21_reserves_nothing_and_says_how_many_are_missing(
+    harness: Harness,
+) -> None:
+    lone = make_pod("hoarder", "tenant").gpus(8).annotate("fabricsched.io/gang-size", "21")
+    answer = harness.filter(lone.scheduler("fabricsched"))
+    assert answer.passed == [] and set(answer.failed) == set(harness.state.nodes)
+    assert set(answer.failed.values()) == {"waiting for 20 more pods of gang tenant/hoarder"}
+    assert len(harness.book) == 0 and harness.book.reserved_gpus() == {}
+    assert harness.store.objects == {}
+
+
+def test_a_job_gang_is_planned_when_its_last_pod_appears(harness: Harness) -> None:
+    uid = harness.job("j", 3, create_pods=False)
+    first = harness.filter(harness.pod("j", uid, 0))
+    assert first.passed == [] and set(first.failed.values()) == {"waiting for 2 more pods of gang train/j"}
+    harness.state.apply_pod(harness.pod("j", uid, 1).build())
+    assert set(harness.filter(harness.pod("j", uid, 0)).failed.values()) == {
+        "waiting for 1 more pod of gang train/j"
+    }
+    harness.state.apply_pod(harness.pod("j", uid, 2).build())
+    placed = [harness.place(harness.pod("j", uid, r)) for r in range(3)]
+    assert len(set(placed)) == 3 and len(harness.book) == 1
+
+
+def test_ended_pods_do_not_count_towards_the_gang(harness: Harness) -> None:
+    gone = make_pod("g-0", "train").gang("g", 2).gpus(8).scheduler("fabricsched").phase("Failed")
+    harness.state.apply_pod(gone.build())
+    answer = harness.filter(make_pod("g-1", "train").gang("g", 2).gpus(8).scheduler("fabricsched"))
+    assert answer.passed == [] and len(harness.book) == 0
+
+
+def test_the_waiting_reason_is_bounded_for_the_longest_names(harness: Harness) -> None:
+    lone = make_pod("p" * 253, "n" * 63).gpus(8).annotate("fabricsched.io/gang-size", "1000000")
+    answer = harness.filter(lone.scheduler("fabricsched"))
+    (reason,) = set(answer.failed.values())
+    assert reason.startswith("waiting for 999999 more pods of gang ")
+    assert len(reason.encode()) <= verdicts.MAX_REASON_BYTES
