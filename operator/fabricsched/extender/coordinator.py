@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from fabricsched import ids
+from fabricsched.api.placement import PlacementPhase
 from fabricsched.extender import (
     admission,
     following,
@@ -128,11 +129,12 @@ class Coordinator:
         if snapshot is None:
             # None of these nodes is in a fabric: nothing to steer, the scheduler decides alone.
             return FilterAnswer(list(node_names))
-        if entry is None:
+        if entry is None or entry.phase == PlacementPhase.EXPIRED:
             missing = admission.missing_pods(gang.key, gang.size, pod, self.state.pods.values())
             if missing:
                 reason = admission.waiting_reason(missing, gang.display)
                 return FilterAnswer([], failed=verdicts.every(node_names, reason))
+        if entry is None:
             made = self._plan(gang, snapshot, candidates, pod, locality.created_at(manifest))
             if isinstance(made, FilterAnswer):
                 return made

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from extender_harness import Harness
 
-from builders import make_pod
+from builders import PodBuilder, make_pod
+from fabricsched.api.placement import PlacementPhase
 from fabricsched.extender import verdicts
 
 
@@ -45,3 +46,39 @@ def test_the_waiting_reason_is_bounded_for_the_longest_names(harness: Harness) -
     (reason,) = set(answer.failed.values())
     assert reason.startswith("waiting for 999999 more pods of gang ")
     assert len(reason.encode()) <= verdicts.MAX_REASON_BYTES
+
+
+def labelled(name: str) -> PodBuilder:
+    return make_pod(name, "train").gang("g", 2).gpus(8).scheduler("fabricsched")
+
+
+def test_recreating_an_unbound_pod_does_not_renew_the_reservation(harness: Harness) -> None:
+    for name in ("g-0", "g-1"):
+        harness.state.apply_pod(labelled(name).build())
+    first = harness.filter(labelled("g-0"))
+    (entry,) = harness.book.entries()
+    assert first.passed and entry.expires_at == harness.clock() + 120
+    harness.clock.advance(100)
+    harness.state.delete_pod("train", "g-1")
+    planned = set(entry.ranks)
+    # The re-created pod's planned node is taken meanwhile: its rank is planned again elsewhere.
+    elsewhere = [n for n in harness.state.nodes if n not in planned]
+    moved = harness.filter(labelled("g-1b"), elsewhere)
+    assert len(moved.passed) == 1 and moved.passed[0] in elsewhere
+    harness.clock.advance(21)
+    harness.coordinator.housekeeping()
+    (after,) = harness.book.entries()
+    assert after.phase == PlacementPhase.EXPIRED and after.expires_at == entry.expires_at
+
+
+def test_an_expired_gang_is_not_planned_again_by_one_recreated_pod(harness: Harness) -> None:
+    for name in ("g-0", "g-1"):
+        harness.state.apply_pod(labelled(name).build())
+    assert harness.filter(labelled("g-0")).passed
+    harness.clock.advance(121)
+    harness.coordinator.housekeeping()
+    harness.state.delete_pod("train", "g-1")
+    answer = harness.filter(labelled("g-0"))
+    assert answer.passed == [] and set(answer.failed.values()) == {"waiting for 1 more pod of gang train/g"}
+    (entry,) = harness.book.entries()
+    assert entry.phase == PlacementPhase.EXPIRED and harness.book.reserved_gpus() == {}
