@@ -6,7 +6,11 @@ PreEnqueue barrier does, the extender plans a gang only when the cluster state h
 many of its live pods as the gang has ranks; until then every node fails with the number
 still missing (a Pending reason, re-asked by the scheduler on the next pod event).
 
-Pure: reads the pods it is given, no I/O.
+A per-namespace limit (``fabricsched run --max-reserved-gpus-per-namespace``) caps what one
+tenant's gangs may hold reserved but unbound: a new plan that would put the namespace over it is
+refused with the numbers, and asked again when the scheduler retries.
+
+Pure: reads the pods and entries it is given, no I/O.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from fabricsched import ids
-from fabricsched.extender import gangs
+from fabricsched.extender import gangs, reservations
 from fabricsched.topology import nodes
 
 
@@ -37,3 +41,32 @@ def missing_pods(
 def waiting_reason(missing: int, display: str) -> str:
     """The Pending reason of a gang short of pods (``display`` is already bounded by the caller)."""
     return f"waiting for {missing} more pod{'s' if missing != 1 else ''} of gang {display}"
+
+
+def refusal(
+    gang: gangs.GangIdentity,
+    asking: nodes.PodUsage,
+    entry: reservations.Entry | None,
+    pods: Iterable[nodes.PodUsage],
+    entries: Iterable[reservations.Entry],
+    namespace_limit: int,
+) -> str | None:
+    """Why gang ``gang`` may not be planned now (``entry``: its Expired plan, if any), or None.
+
+    ``namespace_limit`` is the most GPUs the namespace's gangs may hold reserved but unbound
+    (0: no limit)."""
+    missing = missing_pods(gang.key, gang.size, asking, pods)
+    if missing:
+        return waiting_reason(missing, gang.display)
+    if namespace_limit <= 0:
+        return None
+    held = sum(
+        e.gpus_per_pod * sum(1 for _ in e.held()) for e in entries if e.namespace == gang.namespace
+    )
+    wanted = gang.gpus_per_pod * (len(entry.unbound()) if entry is not None else gang.size)
+    if held + wanted <= namespace_limit:
+        return None
+    return (
+        f"gang {gang.display} would reserve {wanted} GPUs; namespace {gang.namespace} already holds "
+        f"{held} reserved GPUs of its limit of {namespace_limit}"
+    )

@@ -54,6 +54,8 @@ class CoordinatorOptions:
     """At most one Event per gang and reason in this many seconds (the scheduler retries often)."""
     save_timeout_s: float = 2.0
     """How long a new plan's filter call waits for its FabricPlacement to be written."""
+    max_reserved_gpus_per_namespace: int = 0
+    """Most GPUs one namespace's gangs may hold reserved but unbound (0: no limit)."""
 
 
 @dataclass(frozen=True)
@@ -130,10 +132,12 @@ class Coordinator:
             # None of these nodes is in a fabric: nothing to steer, the scheduler decides alone.
             return FilterAnswer(list(node_names))
         if entry is None or entry.phase == PlacementPhase.EXPIRED:
-            missing = admission.missing_pods(gang.key, gang.size, pod, self.state.pods.values())
-            if missing:
-                reason = admission.waiting_reason(missing, gang.display)
-                return FilterAnswer([], failed=verdicts.every(node_names, reason))
+            refused = admission.refusal(
+                gang, pod, entry, self.state.pods.values(), self.book.entries(),
+                self.options.max_reserved_gpus_per_namespace,
+            )
+            if refused:
+                return FilterAnswer([], failed=verdicts.every(node_names, refused))
         if entry is None:
             made = self._plan(gang, snapshot, candidates, pod, locality.created_at(manifest))
             if isinstance(made, FilterAnswer):

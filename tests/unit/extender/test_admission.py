@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from extender_harness import Harness
+from extender_harness import Harness, fabric_nodes
 
 from builders import PodBuilder, make_pod
 from fabricsched.api.placement import PlacementPhase
-from fabricsched.extender import verdicts
+from fabricsched.extender import coordinator, verdicts
 
 
 def test_a_lone_pod_claiming_a_gang_of_21_reserves_nothing_and_says_how_many_are_missing(
@@ -82,3 +82,24 @@ def test_an_expired_gang_is_not_planned_again_by_one_recreated_pod(harness: Harn
     assert answer.passed == [] and set(answer.failed.values()) == {"waiting for 1 more pod of gang train/g"}
     (entry,) = harness.book.entries()
     assert entry.phase == PlacementPhase.EXPIRED and harness.book.reserved_gpus() == {}
+
+
+def test_a_namespace_over_its_reservation_limit_gets_no_new_plan_until_its_gangs_bind() -> None:
+    h = Harness(fabric_nodes(), options=coordinator.CoordinatorOptions(max_reserved_gpus_per_namespace=24))
+    h.restore()
+    a = h.job("a", 2)
+    first = h.filter(h.pod("a", a, 0))
+    assert len(first.passed) == 1  # 16 of 24
+    b = h.job("b", 2)
+    refused = h.filter(h.pod("b", b, 0))
+    assert refused.passed == [] and set(refused.failed) == set(h.state.nodes)
+    assert set(refused.failed.values()) == {
+        "gang train/b would reserve 16 GPUs; namespace train already holds 16 reserved GPUs "
+        "of its limit of 24"
+    }
+    assert [e.name for e in h.book.entries()] == ["a"]
+    other = h.job("c", 2, namespace="other")
+    assert len(h.filter(h.pod("c", other, 0, namespace="other")).passed) == 1  # another namespace
+    h.bind(h.pod("a", a, 0), first.passed[0])
+    h.place(h.pod("a", a, 1))  # gang a bound: nothing of train is held any more
+    assert len(h.filter(h.pod("b", b, 0)).passed) == 1
