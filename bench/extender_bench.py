@@ -132,6 +132,10 @@ class Bench:
                     "status": {},
                 }
             )
+            # As the Job controller does: the gang's pods exist before its first is filtered
+            # (a gang is planned only then).
+            for rank in range(GANG):
+                self.state.apply_pod(pod(self.gang, rank))
         body = pod(self.gang, self.rank)
         self.rank += 1
         snapshot = self.state.snapshot(self.topology)

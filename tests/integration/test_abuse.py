@@ -242,12 +242,14 @@ def test_a_duplicated_rank_names_the_rank_and_the_other_pods_of_the_gang_still_b
     def ranked(rank: str) -> dict[str, str]:
         return {"fabricsched.io/gang-size": "2", "fabricsched.io/rank": rank}
 
+    # Both pods first: a gang is planned only once its pods exist.
     cluster.pod(ns, "dup-0", labels=gang, annotations=ranked("0"))
-    (first,) = cluster.bound_within(ns, {"dup-0"}, None, 1, BIND_BUDGET_S)
-    time.sleep(1.0)  # the bind has reached fabricsched's book
-    twin = cluster.pod(ns, "dup-0-twin", labels=gang, annotations=ranked("0"))
     cluster.pod(ns, "dup-1", labels=gang, annotations=ranked("1"))
-    cluster.bound_within(ns, {"dup-0", "dup-1"}, None, 2, BIND_BUDGET_S)
+    placed = cluster.bound_within(ns, {"dup-0", "dup-1"}, None, 2, BIND_BUDGET_S)
+    first = cluster.api.call("GET", f"/api/v1/namespaces/{ns}/pods/dup-0")["spec"]["nodeName"]
+    assert first in placed
+    time.sleep(1.0)  # the binds have reached fabricsched's book
+    twin = cluster.pod(ns, "dup-0-twin", labels=gang, annotations=ranked("0"))
     answer = json.loads(cluster.filter(twin, fabric_nodes(cluster)))
     reasons = set(answer["FailedNodes"].values()) | set(answer["FailedAndUnresolvableNodes"].values())
     assert answer["NodeNames"] == [] and len(reasons) == 1, answer
@@ -255,6 +257,19 @@ def test_a_duplicated_rank_names_the_rank_and_the_other_pods_of_the_gang_still_b
     assert "rank 0 of gang" in reason and first in reason and "0 pods" not in reason, reason
     pending = cluster.api.call("GET", f"/api/v1/namespaces/{ns}/pods/dup-0-twin")
     assert not pending["spec"].get("nodeName")
+
+
+def test_a_lone_pod_claiming_nearly_every_host_does_not_stop_a_12_pod_gang(cluster: Cluster, ns: str) -> None:
+    # 15 of the 16 hosts: before the pods-exist barrier its plan held all but one host.
+    hoarder = cluster.pod(ns, "hoarder", annotations={"fabricsched.io/gang-size": "15"})
+    time.sleep(2.0)  # the scheduler has asked about it at least once
+    cluster.indexed_job(ns, "after-hoarder", 12)
+    placed = cluster.bound_within(ns, None, "after-hoarder", 12, 30.0)
+    assert len(set(placed)) == 12
+    pending = cluster.api.call("GET", f"/api/v1/namespaces/{ns}/pods/{hoarder['metadata']['name']}")
+    assert not pending["spec"].get("nodeName")
+    held = cluster.api.call("GET", f"/apis/fabricsched.io/v1alpha1/namespaces/{ns}/fabricplacements")
+    assert [p["spec"].get("gang") for p in held["items"]] == ["after-hoarder"], held["items"]
 
 
 WRONG_TYPED_PODS = {

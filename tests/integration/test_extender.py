@@ -359,8 +359,14 @@ def test_no_reservation_is_lost_over_a_sigkill_and_a_host_degraded_meanwhile_is_
     fabric: Fabric,
     ns: str,
 ) -> None:
-    # Gang a: 4 ranks, only 2 pods so far; its other 2 ranks stay reserved.
+    # Gang a: 4 ranks, all 4 pods exist (a gang is planned only then), but ranks 2 and 3 carry
+    # a scheduling gate: they stay unscheduled, so their ranks stay reserved.
+    gate = "example.com/held"
+
     def gang_pod(rank: int) -> dict[str, Any]:
+        spec = trainer_spec(8)
+        if rank >= 2:
+            spec["schedulingGates"] = [{"name": gate}]
         return {
             "apiVersion": "v1",
             "kind": "Pod",
@@ -369,10 +375,10 @@ def test_no_reservation_is_lost_over_a_sigkill_and_a_host_degraded_meanwhile_is_
                 "labels": {"fabricsched.io/gang": "a"},
                 "annotations": {"fabricsched.io/gang-size": "4", "fabricsched.io/rank": str(rank)},
             },
-            "spec": trainer_spec(8),
+            "spec": spec,
         }
 
-    for rank in (0, 1):
+    for rank in (2, 3, 0, 1):
         fabric.api.call("POST", f"/api/v1/namespaces/{ns}/pods", gang_pod(rank))
     placement = wait_for(
         "gang a planned with 2 bound ranks",
@@ -396,9 +402,10 @@ def test_no_reservation_is_lost_over_a_sigkill_and_a_host_degraded_meanwhile_is_
         placed_b = fabric.placed(ns, "b", 2)
         assert not set(placed_b) & set(planned), (placed_b, planned)
         assert degraded not in placed_b
-        # The reserved ranks are still waiting on their nodes for gang a's last pods.
+        # The reserved ranks are still waiting on their nodes for gang a's last pods: ungate them.
         for rank in (2, 3):
-            fabric.api.call("POST", f"/api/v1/namespaces/{ns}/pods", gang_pod(rank))
+            fabric.api.call("PATCH", f"/api/v1/namespaces/{ns}/pods/a-{rank}",
+                            {"spec": {"schedulingGates": None}}, "application/merge-patch+json")
 
         def late() -> list[str] | None:
             pods = {p["metadata"]["name"]: p["spec"].get("nodeName") for p in fabric.pods(ns)}

@@ -41,6 +41,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     run.add_argument("--reservation-ttl", type=float, default=_EXTENDER.reservation_ttl_s, metavar="SECONDS",
                      help="let go of a plan's unbound ranks after this long without a newly bound one "
                           "(default: %(default)s)")
+    run.add_argument("--max-reserved-gpus-per-namespace", type=int,
+                     default=_EXTENDER.max_reserved_gpus_per_namespace, metavar="GPUS",
+                     help="refuse a new gang plan that would put its namespace's reserved but unbound "
+                          "GPUs over GPUS (default: %(default)s = no limit)")
     run.add_argument("--extender-max-body-bytes", type=int, default=_EXTENDER.max_body_bytes, metavar="BYTES",
                      help="largest extender request body; larger ones are refused (HTTP 400) "
                           "(default: %(default)s)")
@@ -114,8 +118,11 @@ def _extender_options(args: argparse.Namespace) -> service.ServiceOptions:
     _flagged("--reservation-ttl", lambda: service.ServiceOptions(reservation_ttl_s=args.reservation_ttl))
     _flagged("--extender-max-body-bytes",
              lambda: service.ServiceOptions(max_body_bytes=args.extender_max_body_bytes))
+    _flagged("--max-reserved-gpus-per-namespace", lambda: service.ServiceOptions(
+        max_reserved_gpus_per_namespace=args.max_reserved_gpus_per_namespace))
     return service.ServiceOptions(
         address=args.extender_address,
+        max_reserved_gpus_per_namespace=args.max_reserved_gpus_per_namespace,
         reservation_ttl_s=args.reservation_ttl,
         max_body_bytes=args.extender_max_body_bytes,
         locality_wait=wait,

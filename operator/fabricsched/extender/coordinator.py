@@ -22,7 +22,9 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from fabricsched import ids
+from fabricsched.api.placement import PlacementPhase
 from fabricsched.extender import (
+    admission,
     following,
     gangs,
     locality,
@@ -54,6 +56,8 @@ class CoordinatorOptions:
     """At most one Event per gang and reason in this many seconds (the scheduler retries often)."""
     save_timeout_s: float = 2.0
     """How long a new plan's filter call waits for its FabricPlacement to be written."""
+    max_reserved_gpus_per_namespace: int = 0
+    """Most GPUs one namespace's gangs may hold reserved but unbound (0: no limit)."""
 
 
 @dataclass(frozen=True)
@@ -134,6 +138,13 @@ class Coordinator:
         if snapshot is None:
             # None of these nodes is in a fabric: nothing to steer, the scheduler decides alone.
             return FilterAnswer(list(node_names))
+        if entry is None or entry.phase == PlacementPhase.EXPIRED:
+            refused = admission.refusal(
+                gang, pod, entry, self.state.pods.values(), self.book.entries(),
+                self.options.max_reserved_gpus_per_namespace,
+            )
+            if refused:
+                return FilterAnswer([], failed=verdicts.every(node_names, refused))
         if entry is None:
             made = self._plan(gang, snapshot, candidates, pod, locality.created_at(manifest))
             if isinstance(made, FilterAnswer):

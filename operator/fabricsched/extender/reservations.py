@@ -177,7 +177,11 @@ class Book:
     def replan(
         self, key: ids.GangKey, nodes: Mapping[int, ids.NodeName], now: float, reasons: tuple[str, ...] = ()
     ) -> Entry:
-        """New nodes for unbound ranks (a planned node dropped out, or ranks expired)."""
+        """New nodes for unbound ranks (a planned node dropped out, or ranks expired).
+
+        The expiry clock is not moved: only a bind extends a reservation, so a pod deleted and
+        created again cannot hold its gang's GPUs forever. An expired gang's re-plan is a new
+        reservation (its pods all exist: ``admission``) and starts a new clock from ``now``."""
         entry = self._entries[key]
         ranks = list(entry.ranks)
         for rank, node in nodes.items():
@@ -189,7 +193,9 @@ class Book:
                 entry,
                 ranks=tuple(ranks),
                 phase=PlacementPhase.RESERVED,
-                expires_at=now + self.options.reservation_ttl_s,
+                expires_at=now + self.options.reservation_ttl_s
+                if entry.phase == PlacementPhase.EXPIRED
+                else entry.expires_at,
                 reasons=reasons or entry.reasons,
             )
         )

@@ -44,8 +44,13 @@ class ServiceOptions:
     """Largest request body accepted (``--extender-max-body-bytes``); larger ones get a 400."""
     locality_wait: request.LocalityWait = field(default_factory=request.LocalityWait)
     """The cluster's default wait for locality; off unless ``--locality-wait`` sets it."""
+    max_reserved_gpus_per_namespace: int = 0
+    """Most GPUs one namespace's gangs may hold reserved but unbound
+    (``--max-reserved-gpus-per-namespace``; 0: no limit)."""
 
     def __post_init__(self) -> None:
+        if self.max_reserved_gpus_per_namespace < 0:
+            raise ValueError(f"must be 0 (no limit) or more, not {self.max_reserved_gpus_per_namespace}")
         split_address(self.address)
         # The parts check their own bounds: build them once so a bad flag fails at start.
         self.book_options()
@@ -81,7 +86,10 @@ class Service:
             self.writer,
             kubeapi.RecorderEvents(recorder, clock),
             clock,
-            coordinator.CoordinatorOptions(request.PlacementOptions(locality_wait=options.locality_wait)),
+            coordinator.CoordinatorOptions(
+                request.PlacementOptions(locality_wait=options.locality_wait),
+                max_reserved_gpus_per_namespace=options.max_reserved_gpus_per_namespace,
+            ),
             jobs,
         )
         self._latency = _latency_histogram(registry) if registry is not None else None

@@ -76,8 +76,11 @@ def first_rank(svc: service.Service, cs: state.ClusterState) -> None:
     """Job ``a`` of two 8-GPU pods; the filter call for rank 0 plans (and reserves) both."""
     cs.apply_job({"metadata": {"name": "a", "namespace": "train", "uid": "ua"},
                   "spec": {"parallelism": 2, "completions": 2, "completionMode": "Indexed"}})
-    pod = make_pod("a-0", "train").job("a", "ua", 0).gpus(8).scheduler("fabricsched").build()
-    cs.apply_pod(pod)
+    pods = [make_pod(f"a-{r}", "train").job("a", "ua", r).gpus(8).scheduler("fabricsched").build()
+            for r in (0, 1)]
+    for created in pods:  # as the Job controller does: both pods exist before the first is filtered
+        cs.apply_pod(created)
+    pod = pods[0]
     answer = asyncio.run(svc.coordinator.filter(pod, list(cs.nodes)))
     assert len(answer.passed) == 1, answer
 

@@ -111,3 +111,13 @@ def test_run_refuses_bad_locality_flags_at_the_command_line(
 ) -> None:
     with pytest.raises(ValueError, match=rf"^{flag}: "):
         commands.options_from(parse(tmp_path, *argv))
+
+
+def test_the_per_namespace_reservation_limit_defaults_to_none_and_reaches_the_extender(
+    tmp_path: Path,
+) -> None:
+    assert commands.options_from(parse(tmp_path)).extender.max_reserved_gpus_per_namespace == 0
+    flagged = commands.options_from(parse(tmp_path, "--max-reserved-gpus-per-namespace", "64"))
+    assert flagged.extender.max_reserved_gpus_per_namespace == 64
+    with pytest.raises(ValueError, match=r"^--max-reserved-gpus-per-namespace: "):
+        commands.options_from(parse(tmp_path, "--max-reserved-gpus-per-namespace", "-1"))

@@ -115,7 +115,10 @@ class Harness:
     def restore(self) -> None:
         self.run(self.coordinator.restore())
 
-    def job(self, name: str, pods: int, namespace: str = "train") -> str:
+    def job(self, name: str, pods: int, namespace: str = "train", create_pods: bool = True) -> str:
+        """An Indexed Job of ``pods`` 8-GPU pods; as the Job controller does, its pods are created
+        with it (unbound), so the gang is complete when its first pod is filtered. A test filters
+        each pod again with its own shape; ``create_pods=False`` leaves them to the test."""
         uid = f"job-{name}-{self.uid}"
         self.uid += 1
         self.state.apply_job(
@@ -125,6 +128,8 @@ class Harness:
                 "status": {},
             }
         )
+        for rank in range(pods if create_pods else 0):
+            self.state.apply_pod(self.pod(name, uid, rank, namespace=namespace).build())
         return uid
 
     def pod(self, job: str, uid: str, rank: int, gpus: int = 8, namespace: str = "train") -> PodBuilder:

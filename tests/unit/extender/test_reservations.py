@@ -118,3 +118,22 @@ def test_pods_without_a_rank_get_the_lowest_free_rank_and_keep_it() -> None:
     assert b.assign(key, "p3", ["p2", "p3"]) == 0
     assert b.assign(key, "p4", ["p2", "p3", "p4"]) == 2
     assert b.assign(key, "p5", ["p2", "p3", "p4", "p5"]) is None
+
+
+def test_replanning_a_reserved_gang_keeps_its_expiry_clock() -> None:
+    # Only a bind extends a reservation: moving an unbound rank (its pod deleted and created
+    # again, its node taken) must not hold the gang's GPUs for another TTL.
+    b = book(ttl=120)
+    key = b.reserve(entry(), T0).key
+    moved = b.replan(key, {2: N("n3")}, T0 + 100)
+    assert moved.expires_at == T0 + 120
+    assert len(b.expire(T0 + 121)) == 1
+
+
+def test_replanning_an_expired_gang_starts_a_new_clock() -> None:
+    b = book(ttl=120)
+    key = b.reserve(entry(), T0).key
+    (expired,) = b.expire(T0 + 121)
+    assert expired.phase == Phase.EXPIRED
+    again = b.replan(key, {0: N("n1"), 1: N("n1"), 2: N("n2")}, T0 + 200)
+    assert again.phase == Phase.RESERVED and again.expires_at == T0 + 320

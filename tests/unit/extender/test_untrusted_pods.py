@@ -37,8 +37,11 @@ def test_a_poison_rank_on_a_bound_pod_stops_neither_restore_nor_housekeeping_nor
     placed = [h.place(h.pod("a", uid, r)) for r in range(2)]
     assert len(set(placed)) == 2
     # A gang without ranks of its own: rank assignment looks at every stored pod.
-    for i in range(2):
-        h.place(make_pod(f"w-{i}", "train").gang("w", 2).gpus(8).scheduler("fabricsched"))
+    members = [make_pod(f"w-{i}", "train").gang("w", 2).gpus(8).scheduler("fabricsched") for i in range(2)]
+    for member in members:  # the gang's pods exist before it is planned
+        h.state.apply_pod(member.build())
+    for member in members:
+        h.place(member)
     h.coordinator.housekeeping()
 
 
@@ -75,8 +78,9 @@ def test_a_duplicated_rank_names_the_rank_and_where_it_is_bound(harness: Harness
         pod = make_pod(name, "train").gang("d", 2).annotate(gangs.RANK_ANNOTATION, "0")
         return pod.gpus(8).scheduler("fabricsched")
 
-    node = harness.place(ranked("d-0"))
     twin = ranked("d-0b")
+    harness.state.apply_pod(twin.build())  # both pods exist, so the gang of 2 is planned
+    node = harness.place(ranked("d-0"))
     answer = harness.filter(twin)
     assert answer.passed == []
     (reason,) = set(answer.failed.values())

@@ -1,0 +1,72 @@
+"""When a gang may be planned: only once its pods exist.
+
+A plan reserves GPUs for every rank, so planning on a gang's first pod lets one pod that
+claims a large gang size hold capacity for pods that never come. As the native PodGroup's
+PreEnqueue barrier does, the extender plans a gang only when the cluster state has seen as
+many of its live pods as the gang has ranks; until then every node fails with the number
+still missing (a Pending reason, re-asked by the scheduler on the next pod event).
+
+A per-namespace limit (``fabricsched run --max-reserved-gpus-per-namespace``) caps what one
+tenant's gangs may hold reserved but unbound: a new plan that would put the namespace over it is
+refused with the numbers, and asked again when the scheduler retries.
+
+Pure: reads the pods and entries it is given, no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from fabricsched import ids
+from fabricsched.extender import gangs, reservations
+from fabricsched.topology import nodes
+
+
+def missing_pods(
+    key: ids.GangKey, size: int, asking: nodes.PodUsage, pods: Iterable[nodes.PodUsage]
+) -> int:
+    """How many more live pods gang ``key`` needs before it is planned (0: plan it).
+
+    ``asking`` counts even when the state has not seen it yet; ended pods do not count (their
+    replacements will)."""
+    seen = {asking.uid}
+    for pod in pods:
+        if len(seen) >= size:
+            break
+        if pod.uid not in seen and not gangs.pod_ended(pod) and gangs.membership(pod)[0] == key:
+            seen.add(pod.uid)
+    return max(0, size - len(seen))
+
+
+def waiting_reason(missing: int, display: str) -> str:
+    """The Pending reason of a gang short of pods (``display`` is already bounded by the caller)."""
+    return f"waiting for {missing} more pod{'s' if missing != 1 else ''} of gang {display}"
+
+
+def refusal(
+    gang: gangs.GangIdentity,
+    asking: nodes.PodUsage,
+    entry: reservations.Entry | None,
+    pods: Iterable[nodes.PodUsage],
+    entries: Iterable[reservations.Entry],
+    namespace_limit: int,
+) -> str | None:
+    """Why gang ``gang`` may not be planned now (``entry``: its Expired plan, if any), or None.
+
+    ``namespace_limit`` is the most GPUs the namespace's gangs may hold reserved but unbound
+    (0: no limit)."""
+    missing = missing_pods(gang.key, gang.size, asking, pods)
+    if missing:
+        return waiting_reason(missing, gang.display)
+    if namespace_limit <= 0:
+        return None
+    held = sum(
+        e.gpus_per_pod * sum(1 for _ in e.held()) for e in entries if e.namespace == gang.namespace
+    )
+    wanted = gang.gpus_per_pod * (len(entry.unbound()) if entry is not None else gang.size)
+    if held + wanted <= namespace_limit:
+        return None
+    return (
+        f"gang {gang.display} would reserve {wanted} GPUs; namespace {gang.namespace} already holds "
+        f"{held} reserved GPUs of its limit of {namespace_limit}"
+    )
