@@ -102,3 +102,11 @@ def test_absent_fields_read_as_empty() -> None:
     assert parsing.sequence(None, "x") == ()
     assert parsing.string(None, "x", "dflt") == "dflt"
     assert parsing.string_map(None, "x") == {}
+
+
+@pytest.mark.parametrize("text", ["²", "٣", "1e3", "-1", "9" * 40], ids=repr)
+def test_the_demo_tour_reads_no_rank_from_hostile_text(text: str) -> None:
+    from fabricsched.cluster import tour
+
+    pod = {"metadata": {"labels": {tour.RANK_KEY: text}}}
+    assert tour._rank(pod) is None

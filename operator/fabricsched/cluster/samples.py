@@ -155,7 +155,7 @@ def demo_files() -> dict[str, str]:
 
 def _shape(text: str) -> tuple[int, int, int]:
     parts = text.lower().split("x")
-    if len(parts) != 3 or not all(p.isdigit() and int(p) > 0 for p in parts):
+    if len(parts) != 3 or not all(p.isascii() and p.isdigit() and len(p) <= 6 and int(p) > 0 for p in parts):
         raise argparse.ArgumentTypeError(f"expected SPINESxLEAVESxHOSTS, e.g. 3x5x10, got {text!r}")
     return int(parts[0]), int(parts[1]), int(parts[2])
 

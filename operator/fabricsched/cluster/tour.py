@@ -11,6 +11,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from fabricsched import parsing
+
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 RANK_KEY = "batch.kubernetes.io/job-completion-index"
 """Label (and annotation) the Job controller gives each pod of an Indexed Job: its rank."""
@@ -72,7 +74,10 @@ def degraded_elements(topology: Obj) -> list[str]:
 def _rank(pod: Obj) -> int | None:
     metadata = pod.get("metadata", {})
     value = metadata.get("labels", {}).get(RANK_KEY, metadata.get("annotations", {}).get(RANK_KEY))
-    return int(value) if value is not None and str(value).isdigit() else None
+    try:
+        return parsing.count(value, RANK_KEY, maximum=1_000_000) if value is not None else None
+    except parsing.Invalid:
+        return None  # a hostile or malformed rank: the tour shows no rank, it does not crash
 
 
 def landings(placements: Iterable[Obj], pods: Iterable[Obj], nodes: Iterable[Obj],

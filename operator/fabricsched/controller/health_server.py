@@ -45,7 +45,7 @@ def app(rt: runtime.Runtime, parts: Sequence[views.Readiness] = ()) -> web.Appli
 def split_address(address: str) -> tuple[str, int]:
     """``host:port`` (``[::1]:8081`` for IPv6) -> (host, port); raises ValueError when malformed."""
     host, sep, port = address.rpartition(":")
-    if not sep or not port.isdigit() or not host:
+    if not sep or not (port.isascii() and port.isdigit() and len(port) <= 5) or not host:
         raise ValueError(f"expected host:port, got {address!r}")
     return host.strip("[]"), int(port)
 

@@ -78,7 +78,7 @@ def belongs_to(placement: Mapping[str, Any], kind: str, name: str, uid: str) -> 
         return True
     # One gang per LeaderWorkerSet group: NAME-<group index>.
     suffix = gang.removeprefix(f"{name}-")
-    return kind == "LeaderWorkerSet" and suffix != gang and suffix.isdigit()
+    return kind == "LeaderWorkerSet" and suffix != gang and suffix.isascii() and suffix.isdigit()
 
 
 def owner_of(placement: Mapping[str, Any]) -> tuple[WorkloadKind, str] | None:
