@@ -500,6 +500,7 @@ DENIED = {
     "create role bindings": ("create", "rolebindings.rbac.authorization.k8s.io", "-n", "{ns}"),
     "impersonate users": ("impersonate", "users"),
     "create fabrictopologies": ("create", "fabrictopologies.fabricsched.io"),
+    "patch fabrictopologies (only their status)": ("patch", "fabrictopologies.fabricsched.io"),
     "update jobs": ("update", "jobs.batch", "-n", "train"),
     "read other configmaps in kube-system": ("get", "configmaps/kube-proxy", "-n", "kube-system"),
 }
