@@ -10,11 +10,12 @@ plan, ``placed`` forgets it and the plan's own write turns the object ``Reserved
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 from fabricsched import ids
 from fabricsched.api.placement import PlacementPhase
-from fabricsched.extender import gangs, placements, reservations
+from fabricsched.extender import gangs, placements, planning, reservations
 from fabricsched.placement import request
 
 NO_FIT = "NoFit"
@@ -97,18 +98,8 @@ def entry_of(
     gang: gangs.GangIdentity, topology: ids.TopologyName, reason: str, message: str
 ) -> reservations.Entry:
     """The Pending entry of a waiting gang: its identity, no ranks."""
-    return reservations.Entry(
-        key=gang.key,
-        namespace=gang.namespace,
-        name=gang.name,
-        job_uid=gang.job_uid,
-        job_name=gang.job_name,
-        size=gang.size,
-        gpus_per_pod=gang.gpus_per_pod,
-        topology=topology,
-        tier=gang.tier,
-        required=gang.required,
-        ranks=(None,) * gang.size,
+    return dataclasses.replace(
+        planning.entry_for(gang, topology, (None,) * gang.size),
         phase=PlacementPhase.PENDING,
         waiting=(reason, message),
     )

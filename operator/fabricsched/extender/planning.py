@@ -8,6 +8,7 @@ book entry. No I/O.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -86,6 +87,20 @@ def new_entry(
     gang: gangs.GangIdentity, topology: ids.TopologyName, fab: fabric.Fabric, made: request.Plan
 ) -> reservations.Entry:
     """The book entry of a fresh plan (its expiry is set by ``Book.reserve``)."""
+    return dataclasses.replace(
+        entry_for(gang, topology, tuple(made.ranks)),
+        domains=_named(fab, made.domains),
+        comm_slowdown=made.comm_slowdown,
+        degraded_path=made.degraded_path,
+        reasons=tuple(made.reasons),
+    )
+
+
+def entry_for(
+    gang: gangs.GangIdentity, topology: ids.TopologyName, ranks: tuple[ids.NodeName | None, ...]
+) -> reservations.Entry:
+    """A book entry carrying the gang's identity on ``topology``: what a plan and a Pending
+    record share; the caller adds the rest."""
     return reservations.Entry(
         key=gang.key,
         namespace=gang.namespace,
@@ -97,11 +112,7 @@ def new_entry(
         topology=topology,
         tier=gang.tier,
         required=gang.required,
-        ranks=tuple(made.ranks),
-        domains=_named(fab, made.domains),
-        comm_slowdown=made.comm_slowdown,
-        degraded_path=made.degraded_path,
-        reasons=tuple(made.reasons),
+        ranks=ranks,
     )
 
 
