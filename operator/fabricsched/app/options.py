@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from fabricsched.controller import runtime
 from fabricsched.extender import service
+from fabricsched.webhook import options as webhook_options
 
 LOG_FORMATS = ("text", "json")
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
@@ -32,6 +33,8 @@ class RunOptions:
     extender: service.ServiceOptions = field(default_factory=service.ServiceOptions)
     leases: LeaseOptions = field(default_factory=LeaseOptions)
     log_format: str = "text"
+    webhook: webhook_options.WebhookOptions | None = None
+    """The namespace opt-in webhook; None: not served (no certificate given)."""
 
     def __post_init__(self) -> None:
         if self.log_format not in LOG_FORMATS:

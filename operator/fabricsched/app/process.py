@@ -9,11 +9,15 @@ its state, and the views each gives the other.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 
+from fabricsched.api import admission
 from fabricsched.app import options as run_options
 from fabricsched.controller import kube, running, runtime
 from fabricsched.extender import service
+from fabricsched.webhook import options as webhook_options
+from fabricsched.webhook import server as webhook_server
 
 logger = logging.getLogger(__name__)
 
@@ -23,14 +27,25 @@ def extender_for(rt: runtime.Runtime, options: service.ServiceOptions) -> servic
     return service.on_api(rt.state, rt.api, rt.recorder, rt.clock, options, rt.metrics.registry)
 
 
-def companions(extender: service.Service) -> running.Companions:
-    """What the operator's run gets of the extender."""
+def companions(extender: service.Service,
+               webhook: webhook_options.WebhookOptions | None = None) -> running.Companions:
+    """What the operator's run gets of the extender (and of the webhook, when served)."""
     return running.Companions(
         tasks={"extender": extender.run},
         reserved=extender.reservations,
         gangs=extender.gangs_on_path,
         readiness=(extender,),
+        kopf_parts=webhook_parts(webhook),
     )
+
+
+def webhook_parts(webhook: webhook_options.WebhookOptions | None) -> tuple[running.KopfPart, ...]:
+    """kopf's admission handler and server for the namespace opt-in; none without a certificate."""
+    if webhook is None:
+        logger.info("namespace opt-in webhook off (no --webhook-cert-file)")
+        return ()
+    logger.info("namespace opt-in webhook on https://%s%s", webhook.address, admission.PATH)
+    return (functools.partial(webhook_server.install, options=webhook),)
 
 
 async def serve(options: run_options.RunOptions, stop_flag: asyncio.Event | None = None) -> None:
@@ -40,4 +55,4 @@ async def serve(options: run_options.RunOptions, stop_flag: asyncio.Event | None
     extender = extender_for(rt, options.extender)
     logger.info("extender on %s; coordination Lease %s/%s", options.extender.address,
                 options.leases.namespace, options.leases.name)
-    await running.serve(rt, companions(extender), stop_flag)
+    await running.serve(rt, companions(extender, options.webhook), stop_flag)
