@@ -51,7 +51,7 @@ def webhook(client_config: dict[str, Any]) -> dict[str, Any]:
 def mutating_configuration(url: str, ca_pem: bytes, name: str = CONFIGURATION_NAME) -> dict[str, Any]:
     """The MutatingWebhookConfiguration calling ``url`` + ``PATH``, trusting ``ca_pem``."""
     if not url.startswith("https://"):
-        raise ValueError(f"webhook URL {url[:80]!r} must start with https:// (the API server calls only HTTPS)")
+        raise ValueError(f"webhook URL {url[:80]!r} must start with https:// (API servers call only HTTPS)")
     client_config = {"url": url.rstrip("/") + PATH, "caBundle": base64.b64encode(ca_pem).decode("ascii")}
     return {
         "apiVersion": "admissionregistration.k8s.io/v1",

@@ -40,9 +40,8 @@ def install(registry: kopf.OperatorRegistry, settings: kopf.OperatorSettings,
 
     @kopf.on.mutate("", "v1", "pods", id=admission.HANDLER_ID, operations=["CREATE"],
                     registry=registry)
-    async def set_scheduler_name(operation: object, body: Mapping[str, Any], patch: kopf.Patch,
-                                 **_: Any) -> None:
-        apply(operation, body, patch, options)
+    async def set_scheduler_name(*, body: kopf.Body, patch: kopf.Patch, **kwargs: Any) -> None:
+        apply(kwargs.get("operation"), body, patch, options)
 
 
 def apply(operation: object, body: Mapping[str, Any], patch: dict[str, Any],

@@ -47,5 +47,6 @@ def test_the_serving_certificate_is_signed_by_the_cluster_ca_for_the_loopback(tm
 
 def test_run_flags_serve_the_registered_address(tmp_path: Path) -> None:
     registration = admission.Registration("https://127.0.0.1:9443", tmp_path / "c.crt", tmp_path / "c.key")
-    assert registration.run_flags() == ["--webhook-address=127.0.0.1:9443", f"--webhook-cert-file={tmp_path}/c.crt",
+    assert registration.run_flags() == ["--webhook-address=127.0.0.1:9443",
+                                        f"--webhook-cert-file={tmp_path}/c.crt",
                                         f"--webhook-key-file={tmp_path}/c.key"]

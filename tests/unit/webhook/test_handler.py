@@ -9,8 +9,8 @@ from typing import Any
 import kopf
 import pytest
 
-from fabricsched.webhook import server
 from fabricsched.webhook import options as webhook_options
+from fabricsched.webhook import server
 
 GPU_POD = {"metadata": {"name": "w-0", "namespace": "team"},
            "spec": {"schedulerName": "default-scheduler",

@@ -52,7 +52,8 @@ MUTATED = [
     "an empty scheduler name is filled",
     "a null scheduler name is filled",
 ])
-def test_gpu_pods_get_the_scheduler_name(body: dict[str, Any], options: webhook_options.WebhookOptions) -> None:
+def test_gpu_pods_get_the_scheduler_name(body: dict[str, Any],
+                                         options: webhook_options.WebhookOptions) -> None:
     decision = mutation.decide("CREATE", body, options)
     assert decision.scheduler_name == "fabricsched", decision.reason
     assert not decision.malformed
