@@ -31,8 +31,8 @@ from typing import Any
 
 import pytest
 import yaml
-from cryptography import x509
 from clusterkit import find_binaries_or_skip, stop_process
+from cryptography import x509
 
 from fabricsched.api import admission, schedconfig
 from fabricsched.api import topology as api
@@ -388,8 +388,9 @@ def test_the_webhook_is_the_one_cluster_up_registers_but_through_its_service(hel
     expected.pop("clientConfig")
     assert webhook == expected
     service = one(docs, "Service", "-webhook")
-    assert client_config["service"] == {"name": service["metadata"]["name"],
-                                        "namespace": "fabricsched-system", "path": admission.PATH, "port": 443}
+    expected_service = {"name": service["metadata"]["name"], "namespace": "fabricsched-system",
+                        "path": admission.PATH, "port": 443}
+    assert client_config["service"] == expected_service
     assert service["spec"]["ports"] == [{"name": "webhook", "port": 443, "targetPort": "webhook",
                                          "protocol": "TCP"}]
     args = _fabricsched_args(docs)
