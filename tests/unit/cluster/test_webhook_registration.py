@@ -3,6 +3,7 @@ the cluster CA that names the loopback address."""
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import ipaddress
 from pathlib import Path
@@ -11,7 +12,7 @@ import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from fabricsched.cluster import admission, certs
+from fabricsched.cluster import admission, certs, commands
 
 
 @pytest.mark.parametrize("url", ["https://127.0.0.1:8443", "https://127.0.0.1:9443/", "https://[::1]:8443"])
@@ -50,3 +51,23 @@ def test_run_flags_serve_the_registered_address(tmp_path: Path) -> None:
     assert registration.run_flags() == ["--webhook-address=127.0.0.1:9443",
                                         f"--webhook-cert-file={tmp_path}/c.crt",
                                         f"--webhook-key-file={tmp_path}/c.key"]
+
+
+def _parse(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="fabricsched")
+    commands.register(parser.add_subparsers(dest="command", required=True))
+    return parser.parse_args(argv)
+
+
+def test_cluster_up_registers_the_webhook_on_the_default_loopback_address() -> None:
+    args = _parse("cluster", "up", "--dir", "c")
+    assert (args.webhook, args.webhook_url) == (True, "https://127.0.0.1:8443")
+    assert _parse("cluster", "up", "--dir", "c", "--no-webhook").webhook is False
+
+
+def test_a_webhook_url_off_the_loopback_is_refused_before_anything_starts(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = _parse("cluster", "up", "--dir", str(tmp_path / "c"), "--webhook-url", "https://10.1.2.3:8443")
+    assert args.handler(args) == 1
+    assert "must be https://<loopback IP>:<port>" in capsys.readouterr().err
+    assert not (tmp_path / "c").exists()
