@@ -88,7 +88,10 @@ def _serving(health_port: int, process: subprocess.Popen[bytes], log: Path) -> b
 
 
 @pytest.fixture(scope="module")
-def optin(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OptIn]:
+def optin(cluster: Cluster, repo_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OptIn]:
+    # fabricsched run is ready once its CRDs' initial listings are applied.
+    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(repo_root / "crds"))
+    cluster.kubectl("wait", "--for=condition=Established", "--timeout=30s", "-f", str(repo_root / "crds"))
     webhook_port, health_port, extender_port = processes.free_ports(3)
     registration = admission.register(cluster.dir, cluster.api, f"https://127.0.0.1:{webhook_port}")
     log = tmp_path_factory.mktemp("webhook") / "fabricsched-run.log"
@@ -101,7 +104,11 @@ def optin(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     labelled = namespace_with(cluster.api, {contract.NAMESPACE_LABEL: contract.NAMESPACE_LABEL_VALUE})
     unlabelled = namespace_with(cluster.api, {})
     try:
-        wait_for("fabricsched run ready", lambda: _serving(health_port, process, log), timeout=60)
+        try:
+            wait_for("fabricsched run ready", lambda: _serving(health_port, process, log), timeout=60)
+        except pytest.fail.Exception:
+            print(processes.log_tail(log, 40))  # shown with the failure
+            raise
         # The API server picks the configuration up from its informer: probe with dry runs.
         wait_for("the webhook mutates a dry-run GPU pod", lambda: create_pod(
             cluster.api, labelled, pod("probe"), dry_run=True)["spec"]["schedulerName"] == "fabricsched",
