@@ -509,6 +509,32 @@ def test_api_server_accepts_every_rendered_object_with(
     assert "PodSecurity" not in result.stderr, result.stderr
 
 
+def test_the_generated_webhook_certificate_survives_an_upgrade(helm: Helm, kubectl: Kubectl) -> None:
+    """A real `helm install` then `helm upgrade`: the chart reads its Secret back (`lookup`), so
+    the certificate and the configuration's caBundle stay; a fresh render would make new ones."""
+    release, namespace = "upgrade-check", f"chart-upgrade-{uuid.uuid4().hex[:6]}"
+    common = ("--namespace", namespace, "--kubeconfig", str(kubectl.kubeconfig))
+
+    def certificate() -> tuple[str, str]:
+        secret = kubectl.run("get", "secret", f"{release}-fabricsched-webhook-tls", "-n", namespace,
+                             "-o", "jsonpath={.data.tls\\.crt}").stdout
+        bundle = kubectl.run("get", "mutatingwebhookconfiguration", f"{release}-fabricsched",
+                             "-o", "jsonpath={.webhooks[0].clientConfig.caBundle}").stdout
+        return secret, bundle
+
+    try:
+        helm.run("install", release, str(CHART), "--create-namespace", "--skip-crds", *common)
+        installed = certificate()
+        assert all(installed), installed
+        helm.run("upgrade", release, str(CHART), "--set", "webhook.timeoutSeconds=3", *common)
+        assert certificate() == installed
+        assert kubectl.run("get", "mutatingwebhookconfiguration", f"{release}-fabricsched", "-o",
+                           "jsonpath={.webhooks[0].timeoutSeconds}").stdout == "3"
+    finally:
+        helm.run("uninstall", release, *common, check=False)
+        kubectl.run("delete", "namespace", namespace, "--wait=false", check=False)
+
+
 # --- the rendered RBAC, applied for real -------------------------------------------------------------
 
 
