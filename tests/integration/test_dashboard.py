@@ -62,8 +62,9 @@ def panel_queries(dashboard: dict[str, Any]) -> list[Panel]:
 def test_the_dashboard_has_a_panel_for_every_user_metric() -> None:
     exprs = " ".join(p.expr for p in panel_queries(json.loads(DASHBOARD.read_text())))
     for metric in (
-        "fabricsched_gangs{", "fabricsched_gangs_on_degraded_path", "fabricsched_gang_placement_wait_seconds_bucket",
-        "fabricsched_gang_comm_slowdown_bucket", "fabricsched_domain_gpus", "fabricsched_reservation_expiries_total",
+        "fabricsched_gangs{", "fabricsched_gangs_on_degraded_path",
+        "fabricsched_gang_placement_wait_seconds_bucket", "fabricsched_gang_comm_slowdown_bucket",
+        "fabricsched_domain_gpus", "fabricsched_reservation_expiries_total",
         "fabricsched_telemetry_query_failures_total", "fabricsched_extender_request_seconds_bucket",
         "process_resident_memory_bytes", "process_cpu_seconds_total", "fabricsched_build_info",
     ):

@@ -161,7 +161,7 @@ def namespace_of_context(entry: object) -> str:
     """``context.namespace`` of one kubeconfig ``contexts[]`` entry, when it is a usable name."""
     inner = entry.get("context") if isinstance(entry, dict) else None
     namespace = inner.get("namespace") if isinstance(inner, dict) else None
-    return namespace if _is_namespace(namespace) else DEFAULT_NAMESPACE
+    return namespace if isinstance(namespace, str) and _is_namespace(namespace) else DEFAULT_NAMESPACE
 
 
 def _service_account_namespace(path: Path) -> str:

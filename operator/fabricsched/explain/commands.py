@@ -25,7 +25,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     parser.add_argument("target", metavar="NAMESPACE/NAME", help="the workload or the FabricPlacement")
     parser.add_argument(
-        "-n", "--namespace", help="namespace when NAME is given alone (default: the kubeconfig context's, else default)"
+        "-n",
+        "--namespace",
+        help="namespace when NAME is given alone (default: the kubeconfig context's, else default)",
     )
     parser.add_argument("-o", "--output", choices=render.FORMATS, default="text")
     parser.add_argument(

@@ -390,6 +390,7 @@ class Coordinator:
     async def restore(self) -> None:
         """Rebuild the book from FabricPlacement objects and bound pods (after a restart); from
         then on decisions are made."""
+        self.path_health.seed()
         await self.follower.restore(self.pending.adopt)
         self.ready = True
 

@@ -131,9 +131,12 @@ class Follower:
                 continue
             if entry.phase == PlacementPhase.RESERVED and not entry.expires_at:
                 # Created by a plan whose status write never landed: held for a full TTL from now.
-                self.book.reserve(entry, self.clock())
+                kept = self.book.reserve(entry, self.clock())
             else:
-                self.book.put(entry)
+                kept = self.book.put(entry)
+            if path_health_module.path_moved(entry, kept):
+                # The path's health moved while fabricsched was away: the object says so now.
+                self.writer.submit(kept)
         for pod in self.state.pods.values():
             if pod.active and pod.node is not None:
                 key, rank = gangs.membership(pod)

@@ -28,7 +28,8 @@ def kubeconfig(path: Path, current: str, contexts: dict[str, str | None]) -> Pat
 @pytest.mark.parametrize(
     ("context", "expected"),
     [(None, "train"), ("other", "research"), ("bare", "default")],
-    ids=["the current context's namespace", "the named context's namespace", "a context without one: default"],
+    ids=["the current context's namespace", "the named context's namespace",
+         "a context without one: default"],
 )
 def test_connect_reads_the_namespace_of_the_context_in_use(
     tmp_path: Path, context: str | None, expected: str
@@ -43,8 +44,8 @@ def test_connect_reads_the_namespace_of_the_context_in_use(
 
 @pytest.mark.parametrize(
     "entry",
-    [None, {}, {"context": None}, {"context": {"namespace": "Not_A_Name"}}, {"context": {"namespace": "x" * 64}},
-     {"context": {"namespace": 7}}],
+    [None, {}, {"context": None}, {"context": {"namespace": "Not_A_Name"}},
+     {"context": {"namespace": "x" * 64}}, {"context": {"namespace": 7}}],
     ids=["none", "empty", "null context", "not a DNS label", "too long", "not a string"],
 )
 def test_a_context_without_a_usable_namespace_means_default(entry: object) -> None:
@@ -55,7 +56,8 @@ def test_a_context_without_a_usable_namespace_means_default(entry: object) -> No
     ("target", "namespace", "expected"),
     [("train/a", None, ("train", "a")), ("a", None, (None, "a")), ("a", "ops", ("ops", "a")),
      ("ops/a", "ops", ("ops", "a")), ("ops/a", "train", None), ("a/b/c", None, None)],
-    ids=["both given", "name alone: the context decides", "-n", "-n agreeing", "-n disagreeing", "two slashes"],
+    ids=["both given", "name alone: the context decides", "-n", "-n agreeing", "-n disagreeing",
+         "two slashes"],
 )
 def test_the_target_leaves_the_namespace_open_when_nothing_names_it(
     target: str, namespace: str | None, expected: tuple[str | None, str] | None

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from builders import PodBuilder, make_pod
 from extender_harness import Harness, fabric_nodes
+
+from builders import PodBuilder, make_pod
 from fabricsched.extender import pending
 
 
@@ -57,7 +58,8 @@ def test_a_gang_bigger_than_the_fabric_is_pending_as_unplaceable(harness: Harnes
 
 def _waiting_pod_group(h: Harness, name: str, size: int) -> list[PodBuilder]:
     """A Job-less gang (gang label + size) too big for the fabric: every pod created, one filtered."""
-    pods = [make_pod(f"{name}-{i}", "train").gang(name, size).gpus(8).scheduler("fabricsched") for i in range(size)]
+    pods = [make_pod(f"{name}-{i}", "train").gang(name, size).gpus(8).scheduler("fabricsched")
+            for i in range(size)]
     for pod in pods:
         h.state.apply_pod(pod.build())
     h.filter(pods[0])
