@@ -10,8 +10,9 @@ import time
 import urllib.request
 from typing import Any
 
+import pytest
 from test_extender import Fabric, fabric, ns
-from waiting import wait_for
+from waiting import holds, wait_for
 
 __all__ = ["fabric", "ns"]  # the module's cluster and namespace fixtures
 
@@ -121,3 +122,46 @@ def test_the_process_metrics_and_build_info_are_served(fabric: Fabric) -> None:
     assert metric(fabric, "fabricsched_build_info", 'version="0.1.0"') == 1
     assert (metric(fabric, "process_cpu_seconds_total") or 0) > 0
     assert metric(fabric, "fabricsched_reservation_expiries_total") is not None
+
+
+def _path_shows(fabric: Fabric, namespace: str, host: str) -> dict[str, Any] | None:
+    p = fabric.placement(namespace, "six")
+    status = (p or {}).get("status") or {}
+    on_path = [e.get("node") for e in status.get("unhealthyPath") or ()]
+    return p if status.get("degradedPath") and host in on_path else None
+
+
+def _row_names(fabric: Fabric, namespace: str, host: str) -> dict[str, Any] | None:
+    rows = fabric.topology_status().get("degraded", [])
+    gang = f"{namespace}/six"
+    return next((r for r in rows if r.get("node") == host and gang in r.get("affectedGangs", ())), None)
+
+
+@pytest.mark.parametrize("when", ["before", "while-away"], ids=["degraded before the kill",
+                                                                 "degraded while fabricsched was away"])
+def test_after_a_sigkill_and_restart_the_gang_still_shows_the_unhealthy_host_on_its_path(
+    fabric: Fabric, ns: str, when: str
+) -> None:
+    fabric.job(ns, "six", pods=6)
+    placed = fabric.placed(ns, "six", 6)
+    wait_for("six Bound",
+             lambda: (fabric.placement(ns, "six") or {}).get("status", {}).get("phase") == "Bound")
+    host = placed[1]
+    if when == "before":
+        fabric.label_health(host, "degraded")
+        wait_for("six shows the degraded host", lambda: _path_shows(fabric, ns, host), timeout=5)
+    fabric.operator.kill()
+    try:
+        if when == "while-away":
+            fabric.label_health(host, "degraded")
+        fabric.operator.start()
+        # Nothing about the host changes after the start: the rebuild alone must show it.
+        after = wait_for("six shows the degraded host after the restart",
+                         lambda: _path_shows(fabric, ns, host), timeout=5)
+        assert condition(after, "PathDegraded")["status"] == "True"
+        holds("six keeps showing it", lambda: _path_shows(fabric, ns, host), seconds=3)
+        row = wait_for("the topology's row names six", lambda: _row_names(fabric, ns, host), timeout=10)
+        assert row["affectedGangCount"] == 1
+        assert metric(fabric, "fabricsched_gangs_on_degraded_path") == 1
+    finally:
+        fabric.label_health(host, None)
