@@ -46,14 +46,16 @@ def test_the_service_monitor_scrapes_the_schedulers_secure_port_with_a_token(hel
 def test_a_token_secret_and_a_scraper_service_account_are_used_when_given(helm: Helm) -> None:
     scheduler = {"tokenSecret": {"name": "prom-token", "key": "jwt"},
                  "scraperServiceAccount": {"name": "prometheus-k8s", "namespace": "monitoring"},
-                 "tlsConfig": {"ca": {"secret": {"name": "sched-ca", "key": "ca.crt"}}}}
+                 # null drops the default insecureSkipVerify (Helm merges maps).
+                 "tlsConfig": {"insecureSkipVerify": None,
+                               "ca": {"secret": {"name": "sched-ca", "key": "ca.crt"}}}}
     values = {"metrics": {"serviceMonitor": {"enabled": True, "scheduler": scheduler}}}
     docs = helm.render(values, "fabricsched")
     endpoint = _endpoints(docs)["scheduler-metrics"]
     assert "bearerTokenFile" not in endpoint
     credentials = {"name": "prom-token", "key": "jwt"}
     assert endpoint["authorization"] == {"type": "Bearer", "credentials": credentials}
-    assert endpoint["tlsConfig"] == scheduler["tlsConfig"]
+    assert endpoint["tlsConfig"] == {"ca": {"secret": {"name": "sched-ca", "key": "ca.crt"}}}
     binding = one(docs, "ClusterRoleBinding", "-metrics-reader")
     assert binding["roleRef"]["name"] == one(docs, "ClusterRole", "-metrics-reader")["metadata"]["name"]
     subject = {"kind": "ServiceAccount", "name": "prometheus-k8s", "namespace": "monitoring"}
