@@ -109,6 +109,13 @@ def stage(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stage]:
             # A plan and its filter calls inside the rate window: the quantile panels have numbers.
             fabric.job(namespace, "six", pods=6)
             placed = fabric.placed(namespace, "six", 6)
+            # The extender's latency series appear with its first call: a second gang's calls
+            # come after Prometheus holds them, so their rate() sees the increase.
+            wait_for("Prometheus holds the extender's latency series", lambda: prometheus.query(
+                'count_over_time(fabricsched_extender_request_seconds_count{verb="filter"}[1m]) >= 2'),
+                timeout=30)
+            fabric.job(namespace, "two", pods=2)
+            fabric.placed(namespace, "two", 2)
             fabric.label_health(placed[0], "degraded")
             wait_for("six on a degraded path", lambda: (fabric.placement(namespace, "six") or {})
                      .get("status", {}).get("degradedPath"), timeout=10)
@@ -147,7 +154,7 @@ def test_every_panel_query_returns_data_from_a_real_prometheus(stage: Stage) -> 
     failing = {r["metric"]["topology"] for r in by_title["Telemetry query failures [A]"]}
     assert failing == {"unreachable"}
     phases = {r["metric"]["phase"]: float(r["value"][1]) for r in by_title["Gangs by phase [A]"]}
-    assert phases.get("Bound") == 1
+    assert phases.get("Bound") == 2
     used = [r for r in by_title["Domain GPUs [A]"] if r["metric"]["state"] == "used"]
     assert used and float(used[0]["value"][1]) >= 48
     assert TOPOLOGY in {r["metric"]["topology"] for r in stage.prometheus.query("fabricsched_domain_gpus")}
