@@ -16,7 +16,8 @@ uplinks. Once all gangs are Bound and the writes are quiet:
 The counts are the API server's own (``apiserver_request_total`` from its /metrics, by
 resource and verb): FabricPlacement writes (any verb but GET/LIST/WATCH, status included),
 Event writes, FabricTopology writes. Writes/s = writes / (last write - the spec change);
-the peak is the most writes in one second. The cluster and the operator are stopped at the
+the peak is the most writes in one second; "showed it" is when every FabricPlacement had the
+new ``degradedPath`` (polled every 0.25 s). The cluster and the operator are stopped at the
 end, whatever happens.
 """
 
@@ -74,6 +75,8 @@ class Phase:
     """From the spec change to the last write seen."""
     peak_per_s: int
     """Most writes (placements + Events) within one second."""
+    shown_s: float
+    """From the spec change until every FabricPlacement showed it."""
 
     @property
     def per_s(self) -> float:
@@ -185,7 +188,7 @@ class Bench:
         delta = {r: counts[r] - before[r] for r in ("fabricplacements", "events", "fabrictopologies")}
         return Phase(change, self.gangs, delta["fabricplacements"], delta["events"],
                      delta["fabrictopologies"], round(last_change - started, 2),
-                     max(per_second.values(), default=0))
+                     max(per_second.values(), default=0), round((done_at or now) - started, 2))
 
     def close(self) -> None:
         self.api.close()
@@ -248,7 +251,8 @@ def main() -> int:
     for p in phases:
         print(f"  {p.change}: {p.placement_writes} FabricPlacement writes, {p.event_writes} Event writes, "
               f"{p.topology_writes} FabricTopology writes for {p.gangs} gangs in {p.span_s:.2f} s: "
-              f"{p.per_s:.1f} writes/s, peak {p.peak_per_s} in one second")
+              f"{p.per_s:.1f} writes/s, peak {p.peak_per_s} in one second; every placement showed "
+              f"it after {p.shown_s:.2f} s")
     if args.json:
         print(json.dumps([{**asdict(p), "per_s": round(p.per_s, 1)} for p in phases], indent=2))
     return 0
