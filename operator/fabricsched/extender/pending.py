@@ -96,14 +96,18 @@ class PendingBoard:
             self._jobless.setdefault(entry.key, entry)
 
     def sweep(self, live: Callable[[], Collection[ids.GangKey]]) -> int:
-        """Delete the Pending object of every Job-less waiting gang not in ``live()`` (the gangs
-        with a pod left); at most every ``SWEEP_S``, and ``live`` is only asked when there is
-        such a gang. Returns how many were deleted."""
+        """Forget every waiting gang not in ``live()`` (the gangs with a pod left), and delete
+        the Pending object of those without a Job (a Job's own deletion removes the others');
+        at most every ``SWEEP_S``, and ``live`` is only asked when a gang waits. Returns how
+        many objects were deleted."""
         now = self.clock()
-        if not self._jobless or now - self._swept < SWEEP_S:
+        if not (self._jobless or self._last) or now - self._swept < SWEEP_S:
             return 0
         self._swept = now
         remaining = live()
+        for key in [k for k in self._last if k not in remaining and k not in self._jobless]:
+            self._last.pop(key, None)
+            self.since.pop(key, None)
         gone = [key for key in self._jobless if key not in remaining]
         for key in gone:
             entry = self._jobless.pop(key)

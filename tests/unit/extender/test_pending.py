@@ -111,3 +111,4 @@ def test_the_pending_object_of_a_job_is_left_to_the_garbage_collector(harness: H
     _housekeeping(harness)
     # Its ownerReference to the Job makes the Job's deletion remove it.
     assert harness.store.get("train", "huge")["metadata"]["ownerReferences"][0]["uid"] == uid
+    assert harness.coordinator.pending.waiting == 0  # no longer counted as waiting
