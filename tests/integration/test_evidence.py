@@ -163,6 +163,14 @@ def test_after_a_sigkill_and_restart_the_gang_still_shows_the_unhealthy_host_on_
         row = wait_for("the topology's row names six", lambda: _row_names(fabric, ns, host), timeout=10)
         assert row["affectedGangCount"] == 1
         assert metric(fabric, "fabricsched_gangs_on_degraded_path") == 1
+        if when == "before":
+            # One element change, one Event per object: the restart announces nothing again.
+            items = fabric.api.call("GET", f"/api/v1/namespaces/{ns}/events")["items"]
+            counts = [
+                (e["involvedObject"]["kind"], e.get("count") or (e.get("series") or {}).get("count") or 1)
+                for e in items if e["reason"] == "PathDegraded"
+            ]
+            assert sorted(counts) == [("FabricPlacement", 1), ("Job", 1)], counts
     finally:
         fabric.label_health(host, None)
 
