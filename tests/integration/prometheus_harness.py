@@ -206,14 +206,16 @@ class Secured:
 
 
 class PrometheusServer:
-    """``prometheus`` on a free loopback port, scraping ``exporter`` every second."""
+    """``prometheus`` on a free loopback port, scraping ``exporter`` (if any) and the
+    ``scrape_configs`` given every second."""
 
-    def __init__(self, binary: Path, workdir: Path, exporter: Exporter,
-                 secured: Secured | None = None) -> None:
+    def __init__(self, binary: Path, workdir: Path, exporter: Exporter | None,
+                 secured: Secured | None = None, scrape_configs: Iterable[Mapping[str, Any]] = ()) -> None:
         self.binary = binary
         self.dir = workdir
         self.exporter = exporter
         self.secured = secured
+        self.scrape_configs = [dict(c) for c in scrape_configs]
         self.port = free_port()
         self._proc: subprocess.Popen[bytes] | None = None
         self._log = workdir / "prometheus.log"
@@ -231,20 +233,25 @@ class PrometheusServer:
         return urllib.request.urlopen(request, timeout=timeout, context=context)
 
     def config(self) -> dict[str, Any]:
-        hosts = [{"targets": [self.exporter.address], "labels": {"__param_host": h}}
-                 for h in self.exporter.hosts]
         interval = f"{SCRAPE_INTERVAL_S:g}s"
         return {
             "global": {"scrape_interval": interval, "evaluation_interval": interval},
-            "scrape_configs": [
-                {"job_name": "node", "metrics_path": "/metrics", "static_configs": hosts,
-                 # As a node_exporter target would read: instance = host:9100.
-                 "relabel_configs": [{"source_labels": ["__param_host"], "target_label": "instance",
-                                      "replacement": "${1}:9100"}]},
-                {"job_name": "switches", "metrics_path": "/switch",
-                 "static_configs": [{"targets": [self.exporter.address]}]},
-            ],
+            "scrape_configs": self._exporter_jobs() + self.scrape_configs,
         }
+
+    def _exporter_jobs(self) -> list[dict[str, Any]]:
+        if self.exporter is None:
+            return []
+        hosts = [{"targets": [self.exporter.address], "labels": {"__param_host": h}}
+                 for h in self.exporter.hosts]
+        return [
+            {"job_name": "node", "metrics_path": "/metrics", "static_configs": hosts,
+             # As a node_exporter target would read: instance = host:9100.
+             "relabel_configs": [{"source_labels": ["__param_host"], "target_label": "instance",
+                                  "replacement": "${1}:9100"}]},
+            {"job_name": "switches", "metrics_path": "/switch",
+             "static_configs": [{"targets": [self.exporter.address]}]},
+        ]
 
     def start(self) -> PrometheusServer:
         config = self.dir / "prometheus.yml"
@@ -286,6 +293,7 @@ class PrometheusServer:
     def has_scraped(self, host: str) -> bool:
         """Whether Prometheus holds two samples of the host's ports: a counter step made now is
         then a step from a known value (a series whose first sample already reads 1 has no increase)."""
+        assert self.exporter is not None
         series = f'node_infiniband_link_downed_total{{instance="{host}:9100"}}'
         found = self.query(f"count_over_time({series}[1m])")
         return bool(found) and all(float(r["value"][1]) >= 2 for r in found)

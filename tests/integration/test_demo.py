@@ -159,3 +159,14 @@ def test_down_stops_the_operator_and_the_control_plane(tour: demo.Tour) -> None:
     assert not [r.component for r in records if processes.is_alive(r)]
     assert not (tour.dir / "state.json").exists() and not (tour.dir / demo.PID_FILE).exists()
     assert demo.down(tour.dir) == []  # again: nothing left to stop
+
+
+def test_the_last_act_degrades_a_host_under_the_widest_job_and_explain_shows_it(tour: demo.Tour) -> None:
+    act = tour.last_act
+    assert act is not None and act.job == "train-6"
+    assert act.host == _bound_nodes(tour, "train-6")[0]
+    assert f"{tour.namespace}/train-6: Job train-6 -> FabricPlacement train-6" in act.before
+    assert "path: healthy" in act.before
+    assert "unhealthy on path: 1" in act.after and act.host in act.after
+    assert "degraded path" in act.after
+    assert "PathDegraded" in act.after  # the recent Events

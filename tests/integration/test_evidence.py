@@ -10,8 +10,9 @@ import time
 import urllib.request
 from typing import Any
 
+import pytest
 from test_extender import Fabric, fabric, ns
-from waiting import wait_for
+from waiting import holds, wait_for
 
 __all__ = ["fabric", "ns"]  # the module's cluster and namespace fixtures
 
@@ -121,3 +122,133 @@ def test_the_process_metrics_and_build_info_are_served(fabric: Fabric) -> None:
     assert metric(fabric, "fabricsched_build_info", 'version="0.1.0"') == 1
     assert (metric(fabric, "process_cpu_seconds_total") or 0) > 0
     assert metric(fabric, "fabricsched_reservation_expiries_total") is not None
+
+
+def _path_shows(fabric: Fabric, namespace: str, host: str) -> dict[str, Any] | None:
+    p = fabric.placement(namespace, "six")
+    status = (p or {}).get("status") or {}
+    on_path = [e.get("node") for e in status.get("unhealthyPath") or ()]
+    return p if status.get("degradedPath") and host in on_path else None
+
+
+def _row_names(fabric: Fabric, namespace: str, host: str) -> dict[str, Any] | None:
+    rows = fabric.topology_status().get("degraded", [])
+    gang = f"{namespace}/six"
+    return next((r for r in rows if r.get("node") == host and gang in r.get("affectedGangs", ())), None)
+
+
+@pytest.mark.parametrize("when", ["before", "while-away"], ids=["degraded before the kill",
+                                                                 "degraded while fabricsched was away"])
+def test_after_a_sigkill_and_restart_the_gang_still_shows_the_unhealthy_host_on_its_path(
+    fabric: Fabric, ns: str, when: str
+) -> None:
+    fabric.job(ns, "six", pods=6)
+    placed = fabric.placed(ns, "six", 6)
+    wait_for("six Bound",
+             lambda: (fabric.placement(ns, "six") or {}).get("status", {}).get("phase") == "Bound")
+    host = placed[1]
+    if when == "before":
+        fabric.label_health(host, "degraded")
+        wait_for("six shows the degraded host", lambda: _path_shows(fabric, ns, host), timeout=5)
+    fabric.operator.kill()
+    try:
+        if when == "while-away":
+            fabric.label_health(host, "degraded")
+        fabric.operator.start()
+        # Nothing about the host changes after the start: the rebuild alone must show it.
+        after = wait_for("six shows the degraded host after the restart",
+                         lambda: _path_shows(fabric, ns, host), timeout=5)
+        assert condition(after, "PathDegraded")["status"] == "True"
+        holds("six keeps showing it", lambda: _path_shows(fabric, ns, host), seconds=3)
+        row = wait_for("the topology's row names six", lambda: _row_names(fabric, ns, host), timeout=10)
+        assert row["affectedGangCount"] == 1
+        assert metric(fabric, "fabricsched_gangs_on_degraded_path") == 1
+        if when == "before":
+            # One element change, one Event per object: the restart announces nothing again.
+            items = fabric.api.call("GET", f"/api/v1/namespaces/{ns}/events")["items"]
+            counts = [
+                (e["involvedObject"]["kind"], e.get("count") or (e.get("series") or {}).get("count") or 1)
+                for e in items if e["reason"] == "PathDegraded"
+            ]
+            assert sorted(counts) == [("FabricPlacement", 1), ("Job", 1)], counts
+    finally:
+        fabric.label_health(host, None)
+
+
+READ_VERBS = {"GET", "LIST", "WATCH", "WATCHLIST", "CONNECT"}
+
+
+def api_writes(fabric: Fabric) -> dict[str, int]:
+    """Writes so far by resource, as the API server counts them (``apiserver_request_total``)."""
+    status, text = fabric.api.request("GET", "/metrics")
+    assert status == 200 and isinstance(text, str)
+    counts: dict[str, int] = {}
+    for line in text.splitlines():
+        found = re.match(r"^apiserver_request_total\{([^}]*)\} (\S+)$", line)
+        if found is None:
+            continue
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', found.group(1)))
+        if labels.get("verb", "GET") not in READ_VERBS:
+            resource = labels.get("resource", "")
+            counts[resource] = counts.get(resource, 0) + int(float(found.group(2)))
+    return counts
+
+
+def _quiet(fabric: Fabric, seconds: float = 3.0) -> dict[str, int]:
+    """The write counts once no FabricPlacement or Event write came for ``seconds``."""
+    last, since = api_writes(fabric), time.monotonic()
+
+    def settled() -> dict[str, int] | None:
+        nonlocal last, since
+        now = api_writes(fabric)
+        keys = ("fabricplacements", "events")
+        if [now.get(k) for k in keys] != [last.get(k) for k in keys]:
+            last, since = now, time.monotonic()
+        return now if time.monotonic() - since >= seconds else None
+
+    found: dict[str, int] = wait_for("the writes to go quiet", settled, timeout=60, interval=0.5)
+    return found
+
+
+def test_a_leaf_degradation_under_several_gangs_writes_each_once_and_one_event_per_object(
+    fabric: Fabric, ns: str
+) -> None:
+    leaves = sorted(set(fabric.leaf_of.values()))
+    first, second = ([h for h in sorted(fabric.leaf_of) if fabric.leaf_of[h] == leaf] for leaf in leaves[:2])
+    gangs = [f"pair{i}" for i in range(len(first))]
+    for name, a, b in zip(gangs, first, second, strict=True):
+        # Each gang may use only one host of each leaf: its path crosses both leaves' uplinks.
+        hosts = {"key": "kubernetes.io/hostname", "operator": "In", "values": [a, b]}
+        affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": [hosts]}]}}}
+        fabric.job(ns, name, pods=2, placement={"affinity": affinity})
+    for name in gangs:
+        fabric.placed(ns, name, 2)
+    wait_for("every gang Bound", lambda: all(
+        (fabric.placement(ns, n) or {}).get("status", {}).get("phase") == "Bound" for n in gangs))
+
+    def all_degraded(wanted: bool) -> bool:
+        return all(bool((fabric.placement(ns, n) or {}).get("status", {}).get("degradedPath")) is wanted
+                   for n in gangs)
+
+    before = _quiet(fabric)
+    link = {"tier": "leaf", "domain": leaves[0], "state": "degraded", "capacity": 0.25,
+            "reason": "uplinks down"}
+    fabric.set_links([link])
+    try:
+        wait_for("every gang on a degraded path", lambda: all_degraded(True), timeout=10)
+        degraded = _quiet(fabric)
+    finally:
+        fabric.set_links([])
+    wait_for("every gang recovered", lambda: all_degraded(False), timeout=10)
+    recovered = _quiet(fabric)
+
+    for start, end in ((before, degraded), (degraded, recovered)):
+        # One status write per gang per change; one Event on each FabricPlacement and each Job,
+        # and at most two on the topology (its health Event, its condition).
+        assert end.get("fabricplacements", 0) - start.get("fabricplacements", 0) == len(gangs)
+        assert end.get("events", 0) - start.get("events", 0) <= 2 * len(gangs) + 2
+    assert sorted(event_list(fabric, ns, "PathDegraded")) == sorted(
+        [("FabricPlacement", n) for n in gangs] + [("Job", n) for n in gangs])
+    assert sorted(event_list(fabric, ns, "PathRecovered")) == sorted(
+        [("FabricPlacement", n) for n in gangs] + [("Job", n) for n in gangs])

@@ -161,6 +161,22 @@ def test_a_placed_gang_is_explained_in_text_with_its_hosts_and_leaves(stage: Sta
     assert "path: healthy" in done.stdout
 
 
+def test_a_name_alone_is_looked_up_in_the_kubeconfig_contexts_namespace(stage: Stage, tmp_path: Path) -> None:
+    config = yaml.safe_load(stage.plane.kubeconfig.read_text())
+    current = config["current-context"]
+    for entry in config["contexts"]:
+        if entry["name"] == current:
+            entry["context"]["namespace"] = stage.namespace
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    done = explain("wide", kubeconfig=path)
+    assert done.returncode == 0, done.stderr
+    assert f"{stage.namespace}/wide: Job wide -> FabricPlacement wide" in done.stdout
+    # Without a namespace in the context: default, where no `wide` exists.
+    missing = explain("wide", kubeconfig=stage.plane.kubeconfig)
+    assert missing.returncode == 1 and "in namespace default" in missing.stderr
+
+
 def test_json_names_every_rank_and_a_degraded_host_on_the_path(stage: Stage) -> None:
     host = stage.placed[0]
     patch = {"metadata": {"labels": {"fabricsched.io/fabric-health": "degraded"}}}

@@ -9,6 +9,7 @@ on an empty fabric.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import itertools
 import json
@@ -17,7 +18,7 @@ import signal
 import subprocess
 import sys
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,8 +53,11 @@ def trainer_spec(gpus: int) -> dict[str, Any]:
 class Operator:
     """``fabricsched run`` as a subprocess, restartable (the SIGKILL test kills it)."""
 
-    def __init__(self, kubeconfig: Path, log_dir: Path, extender_port: int, health_port: int) -> None:
+    def __init__(
+        self, kubeconfig: Path, log_dir: Path, extender_port: int, health_port: int, args: Sequence[str] = ()
+    ) -> None:
         self.kubeconfig = kubeconfig
+        self.args = list(args)
         self.log_dir = log_dir
         self.extender_port, self.health_port = extender_port, health_port
         self.process: subprocess.Popen[bytes] | None = None
@@ -75,6 +79,7 @@ class Operator:
                     f"--kubeconfig={self.kubeconfig}",
                     f"--extender-address=127.0.0.1:{self.extender_port}",
                     f"--health-address=127.0.0.1:{self.health_port}",
+                    *self.args,
                 ],
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -214,16 +219,17 @@ class Fabric:
         self.api.request("DELETE", f"/api/v1/namespaces/{namespace}")
 
 
-@pytest.fixture(scope="module")
-def fabric(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fabric]:
+@contextlib.contextmanager
+def fabric_cluster(root: Path, operator_args: Sequence[str] = ()) -> Iterator[Fabric]:
+    """The control plane with fabricsched's scheduler, the CRDs, 16 kwok hosts, the topology and
+    ``fabricsched run`` (with ``operator_args``)."""
     find_binaries_or_skip()
-    root = tmp_path_factory.mktemp("extender-cluster")
     # The extender's port is chosen first: the scheduler's configuration names it.
     extender_port, health_port = processes.free_ports(2)
     scheduler = commands.fabricsched_scheduler(f"http://127.0.0.1:{extender_port}")
     plane = controlplane.up(root / "cluster", extra_schedulers=[scheduler])
     api = plane.client()
-    operator = Operator(plane.kubeconfig, root, extender_port, health_port)
+    operator = Operator(plane.kubeconfig, root, extender_port, health_port, operator_args)
     try:
         subprocess.run(
             [
@@ -259,6 +265,12 @@ def fabric(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fabric]:
         operator.stop()
         api.close()
         plane.down()
+
+
+@pytest.fixture(scope="module")
+def fabric(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fabric]:
+    with fabric_cluster(tmp_path_factory.mktemp("extender-cluster")) as cluster:
+        yield cluster
 
 
 @pytest.fixture

@@ -5,7 +5,8 @@ the ``fabricsched`` scheduler -> CRDs and the FabricTopology -> ``fabricsched ru
 background, recorded in the cluster's state file so ``down`` stops it with the rest -> its
 /readyz and the topology's first status -> the sample Jobs one at a time, each bound before the
 next is submitted (the extender plans gangs in the order their first pods arrive: one at a time,
-the tour tells the same story every run; kwok runs the bound pods) -> the report (``tour``).
+the tour tells the same story every run; kwok runs the bound pods) -> the report (``tour``) ->
+the last act (``degradation``): a host under the widest job degraded, explain before and after.
 The cluster is left running for ``kubectl``.
 
 Imports no controller or extender module: the operator runs as its own process, as in a cluster.
@@ -31,7 +32,7 @@ import yaml
 from fabricsched.api import placement as placement_api
 from fabricsched.api import schedconfig
 from fabricsched.api import topology as topology_api
-from fabricsched.cluster import components, controlplane, errors, processes, rest, tour
+from fabricsched.cluster import components, controlplane, degradation, errors, processes, rest, tour
 
 OPERATOR = "fabricsched"
 """Component name of ``fabricsched run`` in the state file and its log (``logs/fabricsched.log``)."""
@@ -77,6 +78,8 @@ class Tour:
     operator: processes.ProcessRecord
     """``fabricsched run``, as recorded in the cluster's state file."""
     _children: list[subprocess.Popen[bytes]] = field(default_factory=list, repr=False)
+    last_act: degradation.Degradation | None = None
+    """The last act: a host under the widest job degraded, explain before and after."""
 
     def report(self) -> str:
         return tour.render(self.placements, self.pods, self.nodes, self.topology)
@@ -341,6 +344,7 @@ def up(options: Options = Options(), say: Callable[[str], None] = print) -> Tour
             pods=_pods(api, options.namespace), nodes=api.call("GET", "/api/v1/nodes")["items"],
             timings=timings, operator=operator, _children=children,
         )
+        result.last_act = _last_act(api, plane.kubeconfig, options, placements, operator, say)
     except BaseException:
         down(options.dir)
         for c in children:
@@ -350,6 +354,17 @@ def up(options: Options = Options(), say: Callable[[str], None] = print) -> Tour
         api.close()
     timings["total"] = time.monotonic() - t0
     return result
+
+
+def _last_act(api: rest.Client, kubeconfig: Path, options: Options,
+              placements: Sequence[Mapping[str, Any]], operator: processes.ProcessRecord,
+              say: Callable[[str], None]) -> degradation.Degradation | None:
+    say("==> Degrading a host under the widest running job, with fabricsched explain before and after")
+
+    def wait(what: str, check: Callable[[], Any], timeout: float) -> Any:
+        return _wait(what, check, timeout, operator)
+
+    return degradation.run(api, kubeconfig, options.namespace, placements, wait, options.timeout)
 
 
 def down(directory: Path) -> list[str]:
@@ -385,6 +400,9 @@ def _print_tour(result: Tour, stop: str) -> None:
     print()
     print(f"$ kubectl get ft\n{_kubectl(result.kubectl, result.kubeconfig, 'get', 'ft').rstrip()}")
     print()
+    if result.last_act is not None:
+        print(result.last_act.render())
+        print()
     print(_epilogue(result, stop))
     t = result.timings
     print(f"\nDemo ready in {t['total']:.1f} s (cluster {t['cluster']:.1f} s, operator ready "

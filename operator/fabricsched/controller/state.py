@@ -150,6 +150,10 @@ class ClusterState:
     def topologies(self) -> Mapping[ids.TopologyName, fabrics.TopologyFabric]:
         return self._fabrics
 
+    def element_health(self, name: ids.TopologyName) -> Mapping[health.ElementId, health.ElementHealth]:
+        tf = self._fabrics.get(name)
+        return tf.health() if tf is not None else {}
+
     @property
     def objects(self) -> Mapping[ids.TopologyName, TopologyObject]:
         """Every FabricTopology seen, including those whose spec was refused (no fabric)."""

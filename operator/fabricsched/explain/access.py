@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import urllib.parse
 from pathlib import Path
 from typing import Any
@@ -21,8 +22,12 @@ import urllib3
 from fabricsched import __version__
 from fabricsched.explain import bounds
 
+_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+
 MAX_BODY = 64 * 1024 * 1024
 """Bytes read of one response: more is not an answer explain can use."""
+DEFAULT_NAMESPACE = "default"
+SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 
 class AccessError(Exception):
@@ -42,9 +47,11 @@ class Refused(AccessError):
 
 
 class Api:
-    """GET JSON from one API server. ``get`` returns None for 404."""
+    """GET JSON from one API server. ``get`` returns None for 404. ``namespace`` is the
+    credentials' own: the kubeconfig context's, the service account's, else ``default``."""
 
-    def __init__(self, config: Any, timeout: float) -> None:
+    def __init__(self, config: Any, timeout: float, namespace: str = DEFAULT_NAMESPACE) -> None:
+        self.namespace = namespace
         self._host = str(config.host).rstrip("/")
         self._config = config
         verify = bool(getattr(config, "verify_ssl", True))
@@ -123,8 +130,10 @@ def connect(kubeconfig: str | None, context: str | None, timeout: float) -> Api:
                 client_configuration=configuration,
                 persist_config=False,
             )
+            namespace = _context_namespace(kubeconfig, context)
         else:
             config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+            namespace = _service_account_namespace(SERVICE_ACCOUNT_NAMESPACE)
     except Exception as e:  # the loader raises anything from ConfigException to a YAML or base64 error
         where = (
             kubeconfig
@@ -134,7 +143,39 @@ def connect(kubeconfig: str | None, context: str | None, timeout: float) -> Api:
         raise BadConfig(f"cannot load the kubeconfig ({bounds.clean(where)}): {_reason(e)}") from e
     if not getattr(configuration, "host", None):
         raise BadConfig("the kubeconfig names no API server")
-    return Api(configuration, timeout)
+    return Api(configuration, timeout, namespace)
+
+
+def _context_namespace(kubeconfig: str | None, context: str | None) -> str:
+    """The namespace of the kubeconfig context in use (as kubectl picks it), else ``default``."""
+    from kubernetes import config
+
+    contexts, current = config.list_kube_config_contexts(config_file=kubeconfig or None)  # type: ignore[no-untyped-call]
+    chosen = current
+    if context:
+        chosen = next((c for c in contexts or [] if isinstance(c, dict) and c.get("name") == context), None)
+    return namespace_of_context(chosen)
+
+
+def namespace_of_context(entry: object) -> str:
+    """``context.namespace`` of one kubeconfig ``contexts[]`` entry, when it is a usable name."""
+    inner = entry.get("context") if isinstance(entry, dict) else None
+    namespace = inner.get("namespace") if isinstance(inner, dict) else None
+    return namespace if isinstance(namespace, str) and _is_namespace(namespace) else DEFAULT_NAMESPACE
+
+
+def _service_account_namespace(path: Path) -> str:
+    try:
+        with path.open("rb") as f:
+            namespace = f.read(64).decode("ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        return DEFAULT_NAMESPACE
+    return namespace if _is_namespace(namespace) else DEFAULT_NAMESPACE
+
+
+def _is_namespace(value: object) -> bool:
+    """A DNS-1123 label: anything else in a kubeconfig is not a namespace to ask for."""
+    return isinstance(value, str) and 0 < len(value) <= 63 and bool(_LABEL.fullmatch(value))
 
 
 def _default_kubeconfig_exists() -> bool:

@@ -25,7 +25,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     parser.add_argument("target", metavar="NAMESPACE/NAME", help="the workload or the FabricPlacement")
     parser.add_argument(
-        "-n", "--namespace", help="namespace when NAME is given alone (default: default)"
+        "-n",
+        "--namespace",
+        help="namespace when NAME is given alone (default: the kubeconfig context's, else default)",
     )
     parser.add_argument("-o", "--output", choices=render.FORMATS, default="text")
     parser.add_argument(
@@ -36,10 +38,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser.set_defaults(handler=run)
 
 
-def _target(args: argparse.Namespace) -> tuple[str, str] | None:
+def _target(args: argparse.Namespace) -> tuple[str | None, str] | None:
+    """(namespace, name); namespace None when neither the target nor ``-n`` names one (the
+    kubeconfig context's namespace is used then, as kubectl does)."""
     namespace, _, name = str(args.target).rpartition("/")
-    namespace = namespace or args.namespace or "default"
-    if not name or "/" in namespace or (args.namespace and namespace != args.namespace):
+    namespace = namespace or args.namespace
+    if not name or "/" in (namespace or "") or (args.namespace and namespace != args.namespace):
         return None
     return namespace, name
 
@@ -51,8 +55,9 @@ def run(args: argparse.Namespace) -> int:
         return USAGE
     try:
         api = access.connect(args.kubeconfig, args.context, args.request_timeout)
+        namespace, name = target
         try:
-            objects = reader.fetch(api, *target)
+            objects = reader.fetch(api, namespace or api.namespace, name)
         finally:
             api.close()
     except reader.NotFound as e:

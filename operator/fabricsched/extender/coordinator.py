@@ -382,6 +382,7 @@ class Coordinator:
     def housekeeping(self) -> None:
         """Expire idle reservations, release gangs whose pods all ended, forget old clocks."""
         self.follower.housekeeping()
+        self.pending.sweep(self._gangs_with_pods)
         self._clocks.prune(self.clock())
         cutoff = self.clock() - self.options.event_interval_s
         self._noticed = {k: t for k, t in self._noticed.items() if t > cutoff}
@@ -389,8 +390,12 @@ class Coordinator:
     async def restore(self) -> None:
         """Rebuild the book from FabricPlacement objects and bound pods (after a restart); from
         then on decisions are made."""
-        await self.follower.restore()
+        self.path_health.seed()
+        await self.follower.restore(self.pending.adopt)
         self.ready = True
+
+    def _gangs_with_pods(self) -> set[ids.GangKey]:
+        return {gangs.membership(p)[0] for p in self.state.pods.values() if not gangs.pod_ended(p)}
 
     def _notice(
         self, pod: nodes.PodUsage, key: ids.GangKey, reason: str, message: str, warning: bool

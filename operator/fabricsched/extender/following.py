@@ -113,9 +113,10 @@ class Follower:
                 if key not in live:
                     self.release(key, "all pods ended")
 
-    async def restore(self) -> None:
-        """Rebuild the book from FabricPlacement objects and bound pods (after a restart).
-        Raises ``ports.errors.ApiError`` when the objects cannot be listed (the caller retries)."""
+    async def restore(self, pending: Callable[[reservations.Entry], None] | None = None) -> None:
+        """Rebuild the book from FabricPlacement objects and bound pods (after a restart); every
+        Pending object read back is also given to ``pending``. Raises
+        ``ports.errors.ApiError`` when the objects cannot be listed (the caller retries)."""
         for manifest in await self.writer.store.load():
             try:
                 entry = placements.entry_of(manifest)
@@ -124,13 +125,18 @@ class Follower:
                 continue
             if entry.phase == PlacementPhase.PENDING:
                 self.writer.replaces_pending(entry.key)
+                if pending is not None:
+                    pending(entry)
             if not entry.active:
                 continue
             if entry.phase == PlacementPhase.RESERVED and not entry.expires_at:
                 # Created by a plan whose status write never landed: held for a full TTL from now.
-                self.book.reserve(entry, self.clock())
+                kept = self.book.reserve(entry, self.clock())
             else:
-                self.book.put(entry)
+                kept = self.book.put(entry)
+            if path_health_module.path_moved(entry, kept):
+                # The path's health moved while fabricsched was away: the object says so now.
+                self.writer.submit(kept)
         for pod in self.state.pods.values():
             if pod.active and pod.node is not None:
                 key, rank = gangs.membership(pod)

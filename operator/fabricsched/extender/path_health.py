@@ -111,6 +111,24 @@ class PathHealth:
             if notice is not None:
                 self._announce(updated, *notice, change)
 
+    def seed(self) -> None:
+        """Take every topology's unhealthy elements from the state as they are now. After a
+        restart an element that went bad earlier changes no more (its record is restored from
+        the topology's status): without this, the gangs on its path would show it only at its
+        next change. Called before the book is restored, so ``annotate`` finds them."""
+        now = self.clock()
+        for topology in self.state.topologies:
+            records: dict[_Record, _Unhealthy] = {}
+            for element, now_health in self.state.element_health(topology).items():
+                if now_health.state is fabric.HealthState.HEALTHY:
+                    continue
+                reason = "; ".join(o.reason for o in now_health.sources if o.reason)
+                since = now_health.since if now_health.since is not None else now
+                records[(path.key_of(element), element.rail)] = _Unhealthy(
+                    element, now_health.state, now_health.capacity, now_health.sources, reason, since
+                )
+            self._unhealthy[topology] = records
+
     @property
     def version(self) -> int:
         return self.index.version
@@ -166,6 +184,11 @@ def _notice(change: health.HealthChange) -> tuple[str, bool] | None:
     if change.new is fabric.HealthState.HEALTHY:
         return ("PathRecovered", False) if change.old is not fabric.HealthState.HEALTHY else None
     return ("PathDegraded", True) if change.worsened else None
+
+
+def path_moved(old: reservations.Entry, new: reservations.Entry) -> bool:
+    """Whether ``new`` says something else than ``old`` about the path's health."""
+    return _path_moved(old, new)
 
 
 def _path_moved(old: reservations.Entry, new: reservations.Entry) -> bool:

@@ -6,12 +6,17 @@ a ``Pending`` entry (no ranks, no capacity held; never in the book) goes to the 
 FabricPlacement writer. The kube-scheduler retries a waiting pod every few seconds, so a write
 happens only when the reason changes, or its message after ``refresh_s``. When the gang gets a
 plan, ``placed`` forgets it and the plan's own write turns the object ``Reserved``.
+
+A waiting gang with a Job has its object owned by the Job (the garbage collector removes it
+with the Job). A gang without one (plain pods, a PodGroup) owns nothing: ``sweep`` (from the
+housekeeping tick) deletes its object once none of its pods is left, and ``adopt`` hands it
+the Pending objects read back after a restart.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 from fabricsched import ids
 from fabricsched.api.placement import PlacementPhase
@@ -27,6 +32,8 @@ WAITING_FOR_PODS = "WaitingForPods"
 MAX_MESSAGE = 1024
 REFRESH_S = 30.0
 """A new message of the same reason is written at most this often (its numbers move with the cluster)."""
+SWEEP_S = 5.0
+"""Waiting gangs without a Job are checked for remaining pods at most this often."""
 MAX_TRACKED = 10_000
 """Waiting gangs remembered at once; past it the oldest are forgotten (their next wait writes again)."""
 
@@ -45,6 +52,9 @@ class PendingBoard:
         """When each waiting gang was first seen waiting (placement wait metric)."""
         self.on_planned: Callable[[reservations.Entry, float], None] | None = None
         """Told every new plan and its wait in seconds (the extender's metrics)."""
+        self._jobless: dict[ids.GangKey, reservations.Entry] = {}
+        """Waiting gangs without a Job, by key: nothing else deletes their Pending object."""
+        self._swept = -SWEEP_S
 
     def wait(self, gang: gangs.GangIdentity, topology: ids.TopologyName, reason: str, message: str) -> bool:
         """Record that ``gang`` waits; True when this wrote (a new reason, or a refreshed message)."""
@@ -59,7 +69,10 @@ class PendingBoard:
             self.since.pop(oldest, None)
         self._last[gang.key] = (reason, message, now)
         self.since.setdefault(gang.key, now)
-        self.writer.submit(entry_of(gang, topology, reason, message))
+        entry = entry_of(gang, topology, reason, message)
+        if not (gang.job_name and gang.job_uid):  # no ownerReference (``placements.manifest_of``)
+            self._jobless[gang.key] = entry
+        self.writer.submit(entry)
         return True
 
     def no_fit(self, gang: gangs.GangIdentity, topology: ids.TopologyName, why: request.NoFit) -> bool:
@@ -70,11 +83,43 @@ class PendingBoard:
         """The gang got a plan: forget it, and tell ``on_planned`` how long it waited (from its
         first pod's creation, else from its first wait seen here)."""
         self._last.pop(entry.key, None)
+        self._jobless.pop(entry.key, None)
         since = self.since.pop(entry.key, None)
         start = created if created is not None else since
         now = self.clock()
         if self.on_planned is not None:
             self.on_planned(entry, now - start if start is not None else 0.0)
+
+    def adopt(self, entry: reservations.Entry) -> None:
+        """A Pending object read back after a restart: if no Job owns it, ``sweep`` looks after it."""
+        if entry.phase == PlacementPhase.PENDING and not entry.job_name:
+            self._jobless.setdefault(entry.key, entry)
+
+    def sweep(self, live: Callable[[], Collection[ids.GangKey]]) -> int:
+        """Forget every waiting gang not in ``live()`` (the gangs with a pod left), and delete
+        the Pending object of those without a Job (a Job's own deletion removes the others');
+        at most every ``SWEEP_S``, and ``live`` is only asked when a gang waits. Returns how
+        many objects were deleted."""
+        now = self.clock()
+        if not (self._jobless or self._last) or now - self._swept < SWEEP_S:
+            return 0
+        self._swept = now
+        remaining = live()
+        for key in [k for k in self._last if k not in remaining and k not in self._jobless]:
+            self._last.pop(key, None)
+            self.since.pop(key, None)
+        gone = [key for key in self._jobless if key not in remaining]
+        for key in gone:
+            entry = self._jobless.pop(key)
+            self._last.pop(key, None)
+            self.since.pop(key, None)
+            # Released without an owner: the writer deletes the object.
+            self.writer.submit(
+                dataclasses.replace(
+                    entry, phase=PlacementPhase.RELEASED, reasons=(*entry.reasons, "all pods deleted")
+                )
+            )
+        return len(gone)
 
     @property
     def waiting(self) -> int:

@@ -120,3 +120,52 @@ def test_the_topology_status_names_the_gangs_a_degraded_element_touches(harness:
     assert harness.coordinator.path_health.version > version
     wire = topology_status.compute(obj, tf, snap, harness.clock(), affected=harness.coordinator.path_health)
     assert wire["degraded"][0]["affectedGangCount"] == 0
+
+
+def _restarted(h: Harness, name: str, pods: int, degraded_host: str) -> Harness:
+    """A new extender over the same FabricPlacement objects, Job and bound pods, whose cluster
+    state starts with ``degraded_host`` labelled degraded: no health change is ever seen for it."""
+    manifests = fabric_nodes()
+    for node in manifests:
+        if node["metadata"]["name"] == degraded_host:
+            node["metadata"]["labels"]["fabricsched.io/fabric-health"] = "degraded"
+    restarted = Harness(manifests)
+    restarted.store = restarted.writer.store = h.store
+    for job in h.state.jobs.values():
+        restarted.state.apply_job({"metadata": {"name": job.name, "namespace": job.namespace, "uid": job.uid},
+                                   "spec": {"parallelism": pods, "completions": pods,
+                                            "completionMode": "Indexed"}, "status": {}})
+    for pod in h.state.pods.values():
+        rank = int(pod.labels["batch.kubernetes.io/job-completion-index"])
+        uid = pod.labels.get("batch.kubernetes.io/controller-uid") or next(iter(h.state.jobs.values())).uid
+        assert pod.node is not None
+        restarted.bind(restarted.pod(name, uid, rank), pod.node)
+    restarted.restore()
+    restarted.run(restarted.writer.flush(1.0))
+    return restarted
+
+
+def test_after_a_restart_a_gang_shows_an_element_that_went_bad_before_it(harness: Harness) -> None:
+    placed = run_gang(harness, "train6", 6)
+    relabel(harness, placed[0], "degraded")
+    assert status(harness, "train6")["degradedPath"] is True
+
+    restarted = _restarted(harness, "train6", 6, placed[0])
+    after = status(restarted, "train6")
+    assert after["degradedPath"] is True
+    found = [(e["kind"], e["node"], e["state"]) for e in after["unhealthyPath"]]
+    assert found == [("node", placed[0], "degraded")]
+    names, count = restarted.coordinator.path_health.affected(
+        ids.TopologyName(TOPOLOGY), health.ElementId.node(placed[0])
+    )
+    assert names == ["train/train6"] and count == 1
+
+
+def test_after_a_restart_a_host_that_degraded_while_away_is_written_to_the_gang(harness: Harness) -> None:
+    placed = run_gang(harness, "train6", 6)
+    assert status(harness, "train6")["degradedPath"] is False
+
+    restarted = _restarted(harness, "train6", 6, placed[1])
+    after = status(restarted, "train6")
+    assert after["degradedPath"] is True and after["unhealthyPath"][0]["node"] == placed[1]
+    assert condition(restarted, "train6", "PathDegraded")["status"] == "True"

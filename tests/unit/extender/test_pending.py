@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from extender_harness import Harness
+from extender_harness import Harness, fabric_nodes
+
+from builders import PodBuilder, make_pod
+from fabricsched.extender import pending
 
 
 def reserved_condition(h: Harness, name: str) -> dict[str, Any]:
@@ -51,3 +54,61 @@ def test_a_gang_bigger_than_the_fabric_is_pending_as_unplaceable(harness: Harnes
     assert cond["message"] == (
         "needs 40 x 8 GPUs: the fabric could never hold 40 pods of 8 GPUs (room for 16 when empty)"
     )
+
+
+def _waiting_pod_group(h: Harness, name: str, size: int) -> list[PodBuilder]:
+    """A Job-less gang (gang label + size) too big for the fabric: every pod created, one filtered."""
+    pods = [make_pod(f"{name}-{i}", "train").gang(name, size).gpus(8).scheduler("fabricsched")
+            for i in range(size)]
+    for pod in pods:
+        h.state.apply_pod(pod.build())
+    h.filter(pods[0])
+    assert h.store.get("train", name)["status"]["phase"] == "Pending"
+    return pods
+
+
+def _housekeeping(h: Harness) -> None:
+    h.clock.advance(pending.SWEEP_S)
+    h.coordinator.housekeeping()
+    h.run(h.writer.flush(1.0))
+
+
+def test_the_pending_object_of_a_gang_without_a_job_is_deleted_once_its_pods_are(harness: Harness) -> None:
+    pods = _waiting_pod_group(harness, "group", 20)
+    for pod in pods[1:]:
+        harness.state.delete_pod("train", pod.build()["metadata"]["name"])
+    _housekeeping(harness)
+    assert ("train", "group") in harness.store.objects  # one pod is left: it still waits
+
+    harness.state.delete_pod("train", "group-0")
+    _housekeeping(harness)
+    assert ("train", "group") not in harness.store.objects
+    assert harness.coordinator.pending.waiting == 0
+
+
+def test_a_pending_object_read_back_after_a_restart_is_deleted_when_its_pods_are_gone(
+    harness: Harness,
+) -> None:
+    pods = _waiting_pod_group(harness, "group", 20)
+    restarted = Harness(fabric_nodes())
+    restarted.store = harness.store
+    restarted.writer.store = harness.store
+    restarted.restore()
+    restarted.state.apply_pod(pods[3].build())
+    _housekeeping(restarted)
+    assert ("train", "group") in restarted.store.objects
+
+    restarted.state.delete_pod("train", "group-3")
+    _housekeeping(restarted)
+    assert ("train", "group") not in restarted.store.objects
+
+
+def test_the_pending_object_of_a_job_is_left_to_the_garbage_collector(harness: Harness) -> None:
+    uid = harness.job("huge", 40)
+    harness.filter(harness.pod("huge", uid, 0))
+    for rank in range(40):
+        harness.state.delete_pod("train", f"huge-{rank}")
+    _housekeeping(harness)
+    # Its ownerReference to the Job makes the Job's deletion remove it.
+    assert harness.store.get("train", "huge")["metadata"]["ownerReferences"][0]["uid"] == uid
+    assert harness.coordinator.pending.waiting == 0  # no longer counted as waiting
