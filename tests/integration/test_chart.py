@@ -484,6 +484,8 @@ ALLOWED = {
     "bind persistent volumes": ("update", "persistentvolumes"),
     "read the authentication configmap": ("get", "configmaps/extension-apiserver-authentication",
                                           "-n", "kube-system"),
+    "watch resourceslices (source dra)": ("watch", "resourceslices.resource.k8s.io"),
+    "list devicetaintrules (source dra)": ("list", "devicetaintrules.resource.k8s.io"),
 }
 DENIED = {
     "get secrets": ("get", "secrets", "-n", "{ns}"),
@@ -502,6 +504,7 @@ DENIED = {
     "create fabrictopologies": ("create", "fabrictopologies.fabricsched.io"),
     "patch fabrictopologies (only their status)": ("patch", "fabrictopologies.fabricsched.io"),
     "update jobs": ("update", "jobs.batch", "-n", "train"),
+    "create devicetaintrules (dra is read only)": ("create", "devicetaintrules.resource.k8s.io"),
     "read other configmaps in kube-system": ("get", "configmaps/kube-proxy", "-n", "kube-system"),
 }
 

@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from typing import Literal
 
 from fabricsched.api import topology as api
-from fabricsched.topology import fabric, nodes
+from fabricsched.topology import fabric, nodes, nvsentinel, rails
 
-Source = Literal["spec.links", "condition", "label", "prometheus", "event"]
-OBSERVED_SOURCES: frozenset[str] = frozenset({"condition", "label", "prometheus", "event"})
+Source = Literal["spec.links", "condition", "label", "prometheus", "dra", "event"]
+OBSERVED_SOURCES: frozenset[str] = frozenset({"condition", "label", "prometheus", "dra", "event"})
 """Sources whose improvements wait out ``recover_after_s``; ``spec.links`` is the only other."""
 
 
@@ -358,16 +358,38 @@ def observations_from_node(spec: api.FabricTopologySpec, node: nodes.NodeInfo) -
     """Findings of the ``condition`` and ``label`` sources about one node (healthy -> none)."""
     element = ElementId.node(node.name)
     found: list[Observation] = []
+    presets = spec.health.condition_presets
     for ctype in spec.health.node_conditions:
         cond = node.conditions.get(ctype)
-        if cond is not None and cond.status == "True":
+        if cond is not None and cond.status == "True" and not nvsentinel.handles(ctype, presets):
             reason = f"{ctype}: {cond.message or cond.reason}".rstrip(": ")
             found.append(Observation(element, fabric.HealthState.DEGRADED, None, "condition", reason))
+    if presets:
+        found += _preset_observations(spec, node)
     label = node.labels.get(api.HEALTH_LABEL, "").strip().lower()
     if label in (fabric.HealthState.DEGRADED.value, fabric.HealthState.DOWN.value):
         found.append(Observation(element, fabric.HealthState(label), None, "label",
                                  f"{api.HEALTH_LABEL}={label}"))
     return found
+
+
+def _preset_observations(spec: api.FabricTopologySpec, node: nodes.NodeInfo) -> list[Observation]:
+    """Findings of the condition families of ``spec.health.conditionPresets`` (per NIC)."""
+    rail_map = rails.RailMap.of(spec)
+    found: list[Observation] = []
+    for ctype in nvsentinel.CHECK_STATES:
+        cond = node.conditions.get(ctype)
+        if cond is None or cond.status != "True" or not nvsentinel.handles(ctype, spec.health.condition_presets):
+            continue
+        for finding in nvsentinel.findings(ctype, cond.message, rail_map):
+            found.append(Observation(ElementId.node(node.name, finding.rail), finding.state, None,
+                                     "condition", finding.reason))
+    return found
+
+
+def node_elements(name: str, rail_count: int) -> tuple[ElementId, ...]:
+    """Every element a node's own sources may report: the host, and each of its rails."""
+    return (ElementId.node(name), *(ElementId.node(name, r) for r in range(rail_count if rail_count > 1 else 0)))
 
 
 def observations_from_links(spec: api.FabricTopologySpec) -> list[Observation]:
