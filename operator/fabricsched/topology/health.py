@@ -14,6 +14,7 @@ element: the *held* state of the observed sources (which lags on the way up) and
 from __future__ import annotations
 
 import dataclasses
+import functools
 import types
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
@@ -27,7 +28,8 @@ OBSERVED_SOURCES: frozenset[str] = frozenset({"condition", "label", "prometheus"
 """Sources whose improvements wait out ``recover_after_s``; ``spec.links`` is the only other."""
 
 
-@dataclass(frozen=True, order=True)
+@functools.total_ordering
+@dataclass(frozen=True)
 class ElementId:
     """A node (its fabric access links) or a domain (that switch group's uplinks)."""
 
@@ -46,6 +48,15 @@ class ElementId:
     @classmethod
     def domain(cls, tier: str, name: str, rail: int | None = None) -> ElementId:
         return cls("domain", name, tier, rail)
+
+    def _key(self) -> tuple[str, str, str, int]:
+        # The whole element (rail None) sorts before its rails: tuples of None and int do not compare.
+        return (self.kind, self.name, self.tier or "", -1 if self.rail is None else self.rail)
+
+    def __lt__(self, other: object) -> bool:
+        if not isinstance(other, ElementId):
+            return NotImplemented
+        return self._key() < other._key()
 
     def __str__(self) -> str:
         base = f"node {self.name}" if self.kind == "node" else f"domain {self.tier}/{self.name}"
