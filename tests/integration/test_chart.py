@@ -337,7 +337,7 @@ def test_rbac_has_no_wildcards_and_no_secrets(helm: Helm) -> None:
     assert "cluster-admin" not in roles and "system:kube-scheduler" not in roles
 
 
-@pytest.mark.parametrize("preset", ["topograph", "nvidia", "aws", "gke"])
+@pytest.mark.parametrize("preset", ["topograph", "nvidia", "aws", "gke", "nvlink", "topograph-nvlink"])
 def test_preset_creates_a_valid_topology_with_its_label_set(helm: Helm, preset: str) -> None:
     chart_values = yaml.safe_load((CHART / "values.yaml").read_text(encoding="utf-8"))
     values = chart_values["topology"]["presets"][preset]
