@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from test_extender import TOPOLOGY, TOPOLOGIES, Fabric, fabric, ns
+from test_extender import TOPOLOGIES, TOPOLOGY, Fabric, fabric, ns
 from waiting import wait_for
 
 from fabricsched.cluster import rest
@@ -97,7 +97,9 @@ def test_a_fatal_counter_from_the_degradation_check_downs_the_rail_too(railed: F
     wait_for(f"{host} healthy again", lambda: not records_of(railed, host))
 
 
-def test_a_malformed_nvsentinel_message_degrades_the_whole_host_with_a_reason(railed: Fabric, ns: str) -> None:
+def test_a_malformed_nvsentinel_message_degrades_the_whole_host_with_a_reason(
+    railed: Fabric, ns: str
+) -> None:
     host = sorted(railed.leaf_of)[9]
     garbage = "NIC:mlx5_\u00b3 NIC:mlx5_4 \u202e" + "x" * 20_000
     set_check(railed, host, "EthernetStateCheck", garbage)
@@ -139,7 +141,8 @@ def nics(railed: Fabric) -> Iterator[str]:
 
 def test_a_device_taint_rule_downs_the_nics_rail_with_source_dra(railed: Fabric, ns: str, nics: str) -> None:
     host = nics
-    rule = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRule", "metadata": {"name": "fence-mlx5-5"},
+    rule = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRule",
+            "metadata": {"name": "fence-mlx5-5"},
             "spec": {"deviceSelector": {"driver": "dra.net", "pool": host, "device": "pci-0000-5a-00-0"},
                      "taint": {"key": "fabric.example.com/bad-nic", "value": "symbol-errors",
                                "effect": "NoExecute"}}}

@@ -196,6 +196,10 @@ DEFAULT_RDMA_ATTRIBUTE = "dra.net/rdmaDevice"
 """DRANET's ResourceSlice attribute holding a device's RDMA link name (e.g. mlx5_3)."""
 
 
+def _default_presets() -> list[ConditionPreset]:
+    return ["nvsentinel"]
+
+
 class DraHealthSpec(WireModel):
     """DRA device taints on RDMA NICs as a health source (source dra)."""
 
@@ -224,7 +228,7 @@ class HealthSpec(WireModel):
         json_schema_extra=openapi.extensions(list_type="set"),
     )
     condition_presets: list[ConditionPreset] = Field(
-        default_factory=lambda: ["nvsentinel"],
+        default_factory=_default_presets,
         max_length=4,
         description="Node-condition families read per NIC: nvsentinel (InfiniBandStateCheck, "
         "EthernetStateCheck: the named NIC's rail down; InfiniBandDegradationCheck, "

@@ -132,7 +132,8 @@ class TopologyFabric:
         changes: list[HealthTransition] = []
         for name in sorted(touched):
             found = dra.observations(self.spec, self.devices, name) if name in self.members else []
-            changes += self.tracker.update(now, "dra", found, scope=health.node_elements(name, self.spec.rails))
+            scope = health.node_elements(name, self.spec.rails)
+            changes += self.tracker.update(now, "dra", found, scope=scope)
         return self._absorb(changes)
 
     def feed_prometheus(self, found: list[health.Observation], now: float) -> list[HealthTransition]:

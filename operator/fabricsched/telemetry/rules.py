@@ -141,7 +141,10 @@ class Evaluation:
     """Target label values that named no element (regex mismatch, label absent), for diagnosis."""
 
 
-def evaluate(rule: Rule, samples: Iterable[Sample], rails: RailMap = RailMap()) -> Evaluation:
+_NO_RAILS = RailMap()
+
+
+def evaluate(rule: Rule, samples: Iterable[Sample], rails: RailMap = _NO_RAILS) -> Evaluation:
     """One reading per element named by the samples; when several samples name one element
     (ports of one host, rails without a rail map), the one that fires worst decides."""
     readings: dict[health.ElementId, Reading] = {}

@@ -80,7 +80,8 @@ class Rule:
     def matches(self, device: Device) -> bool:
         return self.matches_any and all(
             want is None or want == have
-            for want, have in ((self.driver, device.driver), (self.pool, device.pool), (self.device, device.name))
+            for want, have in ((self.driver, device.driver), (self.pool, device.pool),
+                               (self.device, device.name))
         )
 
 
@@ -126,7 +127,8 @@ def parse_rule(body: Mapping[str, Any]) -> Rule:
 
 def _taint(raw: object, origin: str) -> Taint:
     fields = parsing.mapping(raw, "taint")
-    return Taint(parsing.string(fields.get("key"), "taint.key"), parsing.string(fields.get("value"), "taint.value"),
+    return Taint(parsing.string(fields.get("key"), "taint.key"),
+                 parsing.string(fields.get("value"), "taint.value"),
                  parsing.string(fields.get("effect"), "taint.effect"), origin)
 
 
@@ -208,7 +210,8 @@ class DeviceIndex:
         return touched
 
 
-def observations(spec: api.FabricTopologySpec, index: DeviceIndex, node: ids.NodeName) -> list[health.Observation]:
+def observations(spec: api.FabricTopologySpec, index: DeviceIndex,
+                 node: ids.NodeName) -> list[health.Observation]:
     """The ``dra`` findings about ``node`` under ``spec`` (none when ``spec.health.dra`` is off)."""
     if not spec.health.dra.enabled:
         return []

@@ -390,7 +390,8 @@ def _preset_observations(spec: api.FabricTopologySpec, node: nodes.NodeInfo) -> 
     found: list[Observation] = []
     for ctype in nvsentinel.CHECK_STATES:
         cond = node.conditions.get(ctype)
-        if cond is None or cond.status != "True" or not nvsentinel.handles(ctype, spec.health.condition_presets):
+        presets = spec.health.condition_presets
+        if cond is None or cond.status != "True" or not nvsentinel.handles(ctype, presets):
             continue
         for finding in nvsentinel.findings(ctype, cond.message, rail_map):
             found.append(Observation(ElementId.node(node.name, finding.rail), finding.state, None,
@@ -400,7 +401,8 @@ def _preset_observations(spec: api.FabricTopologySpec, node: nodes.NodeInfo) -> 
 
 def node_elements(name: str, rail_count: int) -> tuple[ElementId, ...]:
     """Every element a node's own sources may report: the host, and each of its rails."""
-    return (ElementId.node(name), *(ElementId.node(name, r) for r in range(rail_count if rail_count > 1 else 0)))
+    rails_of_node = range(rail_count) if rail_count > 1 else range(0)
+    return (ElementId.node(name), *(ElementId.node(name, r) for r in rails_of_node))
 
 
 def observations_from_links(spec: api.FabricTopologySpec) -> list[Observation]:

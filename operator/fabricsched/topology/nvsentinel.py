@@ -29,7 +29,7 @@ Pure: no I/O. Returns plain findings; ``topology.health`` turns them into observ
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 
 from fabricsched import parsing
@@ -76,7 +76,7 @@ class Finding:
     reason: str
 
 
-def handles(condition_type: str, presets: tuple[str, ...] | list[str]) -> bool:
+def handles(condition_type: str, presets: Collection[str]) -> bool:
     """``condition_type`` is read by an enabled preset (not as a plain whole-host condition)."""
     return "nvsentinel" in presets and condition_type in CHECK_STATES
 

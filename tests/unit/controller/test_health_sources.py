@@ -42,7 +42,8 @@ def test_an_nvsentinel_condition_degrades_one_rail_of_one_host(railed: Harness) 
 
 def test_the_rail_recovers_after_the_wait_when_the_condition_clears(railed: Harness) -> None:
     railed.state.apply_node(gpu_node("l1-h0").condition("InfiniBandStateCheck", True, PORT_DOWN).build())
-    railed.state.apply_node(gpu_node("l1-h0").condition("InfiniBandStateCheck", False, "No Health Failures").build())
+    healthy = gpu_node("l1-h0").condition("InfiniBandStateCheck", False, "No Health Failures")
+    railed.state.apply_node(healthy.build())
     railed.clock.advance(RECOVER_S)
     railed.state.tick()
     assert railed.state.topologies[IB].health() == {}
@@ -51,7 +52,8 @@ def test_the_rail_recovers_after_the_wait_when_the_condition_clears(railed: Harn
 
 
 def slice_body(node: str, taints: list[dict[str, str]] | None = None) -> dict[str, Any]:
-    device: dict[str, Any] = {"name": "pci-0000-47-00-0", "attributes": {"dra.net/rdmaDevice": {"string": "mlx5_3"}}}
+    device: dict[str, Any] = {"name": "pci-0000-47-00-0",
+                              "attributes": {"dra.net/rdmaDevice": {"string": "mlx5_3"}}}
     if taints:
         device["taints"] = taints
     return {"metadata": {"name": f"{node}-dranet"},

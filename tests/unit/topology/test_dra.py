@@ -15,7 +15,8 @@ H = fabric.HealthState
 DEVICES = [f"mlx5_{i}" for i in range(8)]
 
 
-def nic(name: str, rdma: str, *taints: dict[str, str], attribute: str = "dra.net/rdmaDevice") -> dict[str, Any]:
+def nic(name: str, rdma: str, *taints: dict[str, str],
+        attribute: str = "dra.net/rdmaDevice") -> dict[str, Any]:
     return {"name": name, "attributes": {attribute: {"string": rdma}, "dra.net/rdma": {"bool": True},
                                          "dra.net/numaNode": {"int": 0}},
             **({"taints": list(taints)} if taints else {})}
@@ -38,7 +39,8 @@ def rule(name: str, effect: str, **selector: str) -> dict[str, Any]:
 
 
 def rail_spec(**health_spec: object) -> api.FabricTopologySpec:
-    return builders.make_topology(builders.topograph_tiers(2), rails=8, railDevices=DEVICES, health=health_spec)
+    return builders.make_topology(builders.topograph_tiers(2), rails=8, railDevices=DEVICES,
+                                  health=health_spec)
 
 
 def index_with(*slices: dict[str, Any], rules: tuple[dict[str, Any], ...] = ()) -> dra.DeviceIndex:
@@ -102,8 +104,10 @@ def test_devices_without_the_rdma_attribute_are_not_nics() -> None:
 
 
 def test_the_attribute_is_configurable_and_unqualified_names_are_the_drivers() -> None:
-    own = resource_slice("gpu-1", nic("eth3", "mlx5_3", attribute="nic.example.com/hca"), driver="nic.example.com")
-    short = resource_slice("gpu-1", nic("eth3", "mlx5_3", attribute="hca"), driver="nic.example.com", name="s2")
+    own = resource_slice("gpu-1", nic("eth3", "mlx5_3", attribute="nic.example.com/hca"),
+                         driver="nic.example.com")
+    short = resource_slice("gpu-1", nic("eth3", "mlx5_3", attribute="hca"), driver="nic.example.com",
+                           name="s2")
     spec = rail_spec(dra={"rdmaDeviceAttribute": "nic.example.com/hca"})
     for body in (own, short):
         assert found(index_with(body, rules=(rule("all", "NoExecute"),)), spec=spec) == [(3, H.DOWN)]

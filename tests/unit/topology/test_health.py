@@ -201,4 +201,5 @@ def test_a_host_and_its_rails_update_together() -> None:
     whole, rail = health.ElementId.node("h"), health.ElementId.node("h", 2)
     found = [health.Observation(e, H.DEGRADED, None, "condition", "x") for e in (rail, whole)]
     assert [c.element for c in t.update(0.0, "condition", found)] == [whole, rail]
-    assert sorted([rail, health.ElementId.domain("leaf", "l1"), whole])[0] == health.ElementId.domain("leaf", "l1")
+    leaf = health.ElementId.domain("leaf", "l1")
+    assert sorted([rail, leaf, whole]) == [leaf, whole, rail], "the host before its rails"

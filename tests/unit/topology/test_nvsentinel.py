@@ -13,7 +13,8 @@ DEVICES = tuple(f"mlx5_{i}" for i in range(8))
 RAILS = rails.RailMap(8, DEVICES)
 
 # Entries as the connector builds them: identity tokens, the monitor's text, the action, ";".
-PORT_DOWN = "NIC:mlx5_3 NICPort:1 Port mlx5_3 port 1 state DOWN (phys Disabled) Recommended Action=REPLACE_VM;"
+PORT_DOWN = ("NIC:mlx5_3 NICPort:1 Port mlx5_3 port 1 state DOWN (phys Disabled) "
+             "Recommended Action=REPLACE_VM;")
 LINK_DOWNED = ("NIC:mlx5_3 NICPort:1 Port mlx5_3 port 1: link_downed - Link went down (value=3, delta=1, "
                "rate=0.00/interval) Recommended Action=RESTART_VM;")
 RCV_ERRORS = ("NIC:mlx5_5 NICPort:1 Port mlx5_5 port 1: port_rcv_errors - Receive errors (value=900, "
@@ -32,7 +33,8 @@ def rail_spec(**health_spec: object) -> api.FabricTopologySpec:
     ("InfiniBandDegradationCheck", LINK_DOWNED, [(3, H.DOWN)]),
     ("InfiniBandDegradationCheck", RCV_ERRORS, [(5, H.DEGRADED)]),
     ("EthernetDegradationCheck", RCV_ERRORS, [(5, H.DEGRADED)]),
-    ("InfiniBandStateCheck", PORT_DOWN + RCV_ERRORS.replace("port_rcv_errors", "x"), [(3, H.DOWN), (5, H.DOWN)]),
+    ("InfiniBandStateCheck", PORT_DOWN + RCV_ERRORS.replace("port_rcv_errors", "x"),
+     [(3, H.DOWN), (5, H.DOWN)]),
     ("InfiniBandStateCheck", CARD, [(None, H.DEGRADED)]),
     ("InfiniBandStateCheck", "NIC:mlx5_9 NICPort:1 storage NIC down Recommended Action=NONE;", []),
     ("InfiniBandStateCheck", "No Health Failures", []),
@@ -107,9 +109,11 @@ def test_presets_off_and_listed_reads_the_type_as_a_whole_host_condition() -> No
 def test_listing_a_preset_type_does_not_read_it_twice() -> None:
     spec = rail_spec(nodeConditions=["FabricLinkDegraded", "InfiniBandStateCheck"])
     node = builders.make_node("gpu-1").gpus(8).condition("InfiniBandStateCheck", True, PORT_DOWN).info()
-    assert [o.element for o in health.observations_from_node(spec, node)] == [health.ElementId.node("gpu-1", 3)]
+    found = health.observations_from_node(spec, node)
+    assert [o.element for o in found] == [health.ElementId.node("gpu-1", 3)]
 
 
 def test_node_elements_cover_the_host_and_each_rail() -> None:
     assert health.node_elements("h", 1) == (health.ElementId.node("h"),)
-    assert health.node_elements("h", 3) == (health.ElementId.node("h"), *(health.ElementId.node("h", r) for r in range(3)))
+    rails_of_h = tuple(health.ElementId.node("h", r) for r in range(3))
+    assert health.node_elements("h", 3) == (health.ElementId.node("h"), *rails_of_h)
