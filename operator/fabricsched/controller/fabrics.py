@@ -89,7 +89,8 @@ class TopologyFabric:
         changes: list[HealthTransition] = []
         for source in _NODE_SOURCES:
             mine = [o for o in found if o.source == source]
-            changes += self.tracker.update(now, source, mine, scope=scope)
+            if mine or self.tracker.holds(source, scope):  # else the update would change nothing
+                changes += self.tracker.update(now, source, mine, scope=scope)
         return self._absorb(changes)
 
     # --- spec -----------------------------------------------------------------------------

@@ -191,6 +191,9 @@ class DeviceIndex:
         """Nodes with at least one device."""
         return self._by_node.keys()
 
+    def has_devices(self, node: ids.NodeName) -> bool:
+        return node in self._by_node
+
     def devices_of(self, node: ids.NodeName) -> Iterable[Device]:
         for devices in self._by_node.get(node, {}).values():
             yield from devices
@@ -213,7 +216,7 @@ class DeviceIndex:
 def observations(spec: api.FabricTopologySpec, index: DeviceIndex,
                  node: ids.NodeName) -> list[health.Observation]:
     """The ``dra`` findings about ``node`` under ``spec`` (none when ``spec.health.dra`` is off)."""
-    if not spec.health.dra.enabled:
+    if not spec.health.dra.enabled or not index.has_devices(node):
         return []
     rail_map = rails.RailMap.of(spec)
     found: list[health.Observation] = []

@@ -213,6 +213,12 @@ class HealthTracker:
         touched.update(e for e in self._waiting if self._due(e, now))
         return self._reconcile_all(touched, now)
 
+    def holds(self, source: Source, elements: Iterable[ElementId]) -> bool:
+        """``source`` has a finding about one of ``elements`` (an empty scoped update of a source
+        that holds none would change nothing: callers on the hot path skip it)."""
+        table = self._findings.get(source)
+        return bool(table) and any(e in table for e in elements)
+
     def tick(self, now: float) -> list[HealthChange]:
         """Apply the recoveries whose wait has passed by ``now``."""
         return self._reconcile_all({e for e in self._waiting if self._due(e, now)}, now)
@@ -386,14 +392,13 @@ def observations_from_node(spec: api.FabricTopologySpec, node: nodes.NodeInfo) -
 
 def _preset_observations(spec: api.FabricTopologySpec, node: nodes.NodeInfo) -> list[Observation]:
     """Findings of the condition families of ``spec.health.conditionPresets`` (per NIC)."""
-    rail_map = rails.RailMap.of(spec)
     found: list[Observation] = []
+    presets = spec.health.condition_presets
     for ctype in nvsentinel.CHECK_STATES:
         cond = node.conditions.get(ctype)
-        presets = spec.health.condition_presets
         if cond is None or cond.status != "True" or not nvsentinel.handles(ctype, presets):
             continue
-        for finding in nvsentinel.findings(ctype, cond.message, rail_map):
+        for finding in nvsentinel.findings(ctype, cond.message, rails.RailMap.of(spec)):
             found.append(Observation(ElementId.node(node.name, finding.rail), finding.state, None,
                                      "condition", finding.reason))
     return found
@@ -401,8 +406,10 @@ def _preset_observations(spec: api.FabricTopologySpec, node: nodes.NodeInfo) -> 
 
 def node_elements(name: str, rail_count: int) -> tuple[ElementId, ...]:
     """Every element a node's own sources may report: the host, and each of its rails."""
-    rails_of_node = range(rail_count) if rail_count > 1 else range(0)
-    return (ElementId.node(name), *(ElementId.node(name, r) for r in rails_of_node))
+    whole = ElementId("node", name)
+    if rail_count <= 1:
+        return (whole,)
+    return (whole, *(ElementId("node", name, None, r) for r in range(rail_count)))
 
 
 def observations_from_links(spec: api.FabricTopologySpec) -> list[Observation]:
