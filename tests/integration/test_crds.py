@@ -161,7 +161,8 @@ LINK = {"tier": "leaf", "domain": "l07", "state": "degraded"}
         ({"tiers": [LEAF], "rails": 4, "railDevices": ["mlx5_0", "mlx5_1"]},
          'spec.railDevices: Invalid value: railDevices must name one device per rail'),
         ({"tiers": [LEAF], "health": {"conditionPresets": ["nvsentinel-typo"]}},
-         'spec.health.conditionPresets[0]: Unsupported value: "nvsentinel-typo": supported values: "nvsentinel"'),
+         'spec.health.conditionPresets[0]: Unsupported value: "nvsentinel-typo": '
+         'supported values: "nvsentinel"'),
         ({"tiers": [LEAF], "health": {"dra": {"rdmaDeviceAttribute": "dra.net/rdma device"}}},
          "spec.health.dra.rdmaDeviceAttribute in body should match"),
     ],

@@ -217,7 +217,7 @@ class HealthTracker:
         """``source`` has a finding about one of ``elements`` (an empty scoped update of a source
         that holds none would change nothing: callers on the hot path skip it)."""
         table = self._findings.get(source)
-        return bool(table) and any(e in table for e in elements)
+        return table is not None and any(e in table for e in elements)
 
     def tick(self, now: float) -> list[HealthChange]:
         """Apply the recoveries whose wait has passed by ``now``."""
