@@ -341,7 +341,7 @@ def test_rbac_has_no_wildcards_and_no_secrets(helm: Helm) -> None:
     assert "cluster-admin" not in roles and "system:kube-scheduler" not in roles
 
 
-@pytest.mark.parametrize("preset", ["topograph", "nvidia", "aws", "gke"])
+@pytest.mark.parametrize("preset", ["topograph", "nvidia", "aws", "gke", "nvlink", "topograph-nvlink"])
 def test_preset_creates_a_valid_topology_with_its_label_set(helm: Helm, preset: str) -> None:
     chart_values = yaml.safe_load((CHART / "values.yaml").read_text(encoding="utf-8"))
     values = chart_values["topology"]["presets"][preset]
@@ -583,6 +583,8 @@ ALLOWED = {
     "bind persistent volumes": ("update", "persistentvolumes"),
     "read the authentication configmap": ("get", "configmaps/extension-apiserver-authentication",
                                           "-n", "kube-system"),
+    "watch resourceslices (source dra)": ("watch", "resourceslices.resource.k8s.io"),
+    "list devicetaintrules (source dra)": ("list", "devicetaintrules.resource.k8s.io"),
 }
 DENIED = {
     "get secrets": ("get", "secrets", "-n", "{ns}"),
@@ -601,6 +603,7 @@ DENIED = {
     "create fabrictopologies": ("create", "fabrictopologies.fabricsched.io"),
     "patch fabrictopologies (only their status)": ("patch", "fabrictopologies.fabricsched.io"),
     "update jobs": ("update", "jobs.batch", "-n", "train"),
+    "create devicetaintrules (dra is read only)": ("create", "devicetaintrules.resource.k8s.io"),
     "read other configmaps in kube-system": ("get", "configmaps/kube-proxy", "-n", "kube-system"),
 }
 

@@ -129,7 +129,9 @@ def test_a_minimal_spec_is_completed_by_the_server_defaults(
         "rails": 1,
         "gpuBandwidthGbps": 400,
         "health": {
-            "nodeConditions": ["FabricLinkDegraded"], "degradedCapacity": 0.5, "recoverAfterSeconds": 300,
+            "nodeConditions": ["FabricLinkDegraded"], "conditionPresets": ["nvsentinel"],
+            "dra": {"enabled": True, "rdmaDeviceAttribute": "dra.net/rdmaDevice"},
+            "degradedCapacity": 0.5, "recoverAfterSeconds": 300,
         },
         "tiers": [{"name": "leaf", "nodeLabel": "fabric.topograph.run/tier-0", "oversubscription": 1}],
     }
@@ -158,6 +160,11 @@ LINK = {"tier": "leaf", "domain": "l07", "state": "degraded"}
          'spec.links: Invalid value: every links[].tier must name a tier declared in spec.tiers'),
         ({"tiers": [LEAF], "rails": 4, "railDevices": ["mlx5_0", "mlx5_1"]},
          'spec.railDevices: Invalid value: railDevices must name one device per rail'),
+        ({"tiers": [LEAF], "health": {"conditionPresets": ["nvsentinel-typo"]}},
+         'spec.health.conditionPresets[0]: Unsupported value: "nvsentinel-typo": '
+         'supported values: "nvsentinel"'),
+        ({"tiers": [LEAF], "health": {"dra": {"rdmaDeviceAttribute": "dra.net/rdma device"}}},
+         "spec.health.dra.rdmaDeviceAttribute in body should match"),
     ],
     ids=[
         "tiers that are not a list are refused",
@@ -169,6 +176,8 @@ LINK = {"tier": "leaf", "domain": "l07", "state": "degraded"}
         "an unknown link state is refused",
         "a link naming an undeclared tier is refused",
         "rail devices that do not match the rail count are refused",
+        "an unknown condition preset is refused",
+        "a device attribute that is no qualified name is refused",
     ],
 )
 def test_invalid_specs_are_refused_with_a_readable_message(

@@ -189,14 +189,54 @@ class PrometheusHealthSpec(WireModel):
         return rules
 
 
+ConditionPreset = Literal["nvsentinel"]
+"""Known node-condition families read per NIC (docs/telemetry.md)."""
+
+DEFAULT_RDMA_ATTRIBUTE = "dra.net/rdmaDevice"
+"""DRANET's ResourceSlice attribute holding a device's RDMA link name (e.g. mlx5_3)."""
+
+
+def _default_presets() -> list[ConditionPreset]:
+    return ["nvsentinel"]
+
+
+class DraHealthSpec(WireModel):
+    """DRA device taints on RDMA NICs as a health source (source dra)."""
+
+    enabled: bool = Field(
+        default=True,
+        description="Read DeviceTaintRules and ResourceSlice device taints: NoSchedule degrades the "
+        "NIC's rail of its host, NoExecute downs it.",
+    )
+    rdma_device_attribute: str = Field(
+        default=DEFAULT_RDMA_ATTRIBUTE, min_length=1, max_length=317,
+        pattern=r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$",
+        description="Device attribute (string) naming the device's RDMA NIC, matched against "
+        "spec.railDevices; a device without it is not a NIC and is ignored. An unqualified "
+        "attribute of a driver named like this attribute's domain matches too.",
+    )
+
+
 class HealthSpec(WireModel):
     """Where host and link health comes from, and how fast it recovers."""
 
     node_conditions: list[Annotated[str, Field(min_length=1, max_length=316)]] = Field(
         default_factory=lambda: ["FabricLinkDegraded"],
         max_length=32,
-        description="Node condition types that mark the host's fabric link degraded when True.",
+        description="Node condition types that mark the whole host's fabric link degraded when True "
+        "(besides the types of conditionPresets, which are read per NIC).",
         json_schema_extra=openapi.extensions(list_type="set"),
+    )
+    condition_presets: list[ConditionPreset] = Field(
+        default_factory=_default_presets,
+        max_length=4,
+        description="Node-condition families read per NIC: nvsentinel (InfiniBandStateCheck, "
+        "EthernetStateCheck: the named NIC's rail down; InfiniBandDegradationCheck, "
+        "EthernetDegradationCheck: degraded, down for fatal counters). [] turns them off.",
+        json_schema_extra=openapi.extensions(list_type="set"),
+    )
+    dra: DraHealthSpec = Field(
+        default_factory=DraHealthSpec, description="DRA device taints on RDMA NICs (source dra)."
     )
     degraded_capacity: float = Field(
         default=0.5,

@@ -26,6 +26,9 @@ from fabricsched.api.health import (
     DefaultRulesSpec as DefaultRulesSpec,
 )
 from fabricsched.api.health import (
+    DraHealthSpec as DraHealthSpec,
+)
+from fabricsched.api.health import (
     HealthSpec as HealthSpec,
 )
 from fabricsched.api.health import (
@@ -43,6 +46,13 @@ PLURAL = "fabrictopologies"
 
 HEALTH_LABEL = "fabricsched.io/fabric-health"
 """Node label an admin or a node agent sets to ``degraded`` or ``down``."""
+
+NVLINK_CLIQUE_LABEL = "nvidia.com/gpu.clique"
+"""GPU feature discovery's NVLink domain of a host (``<cluster UUID>.<clique id>``): hosts with the
+same value share one NVLink fabric (an NVL72 rack). Usable as the lowest tier's nodeLabel."""
+
+TOPOGRAPH_NVLINK_LABEL = "accelerator.topograph.run/domain"
+"""Topograph's name for the same NVLink domain; the lowest tier when Topograph labels the nodes."""
 
 MAX_LINKS = 1024
 """Bound on spec.links: keeps the CEL cost estimate of the link rules within the API server's budget."""
@@ -258,8 +268,9 @@ class DomainStatus(WireModel):
 class HealthSource(WireModel):
     """One piece of evidence about an element's health."""
 
-    source: Literal["spec.links", "condition", "label", "prometheus", "event"] = Field(
-        description="Where it came from: spec.links, condition, label, prometheus or event (simulator)."
+    source: Literal["spec.links", "condition", "label", "prometheus", "dra", "event"] = Field(
+        description="Where it came from: spec.links, condition, label, prometheus, dra (device "
+        "taints) or event (simulator)."
     )
     reason: str = Field(default="", description="Human-readable evidence.")
     rule: str | None = Field(default=None, description="The telemetry rule (source prometheus).")

@@ -15,21 +15,23 @@ from typing import Any
 from fabricsched import ids
 from fabricsched.api import topology as api
 from fabricsched.telemetry import poller
-from fabricsched.topology import conflicts, health, index, nodes, selectors
+from fabricsched.topology import conflicts, dra, health, index, nodes, selectors
 from fabricsched.topology import status as core_status
 
 HealthTransition = health.HealthChange
 """What subscribers are told when an element's effective health changes."""
 
-_NODE_SOURCES: tuple[health.Source, ...] = ("condition", "label")
+_NODE_SOURCES: tuple[health.Source, ...] = ("condition", "label", "dra")
 
 
 class TopologyFabric:
     """Mutable per-topology state; owned by ``ClusterState`` (one event loop, no locking)."""
 
     def __init__(self, name: ids.TopologyName, spec: api.FabricTopologySpec, object_generation: int,
-                 uid: str = "") -> None:
+                 uid: str = "", devices: dra.DeviceIndex | None = None) -> None:
         self.name = name
+        self.devices = devices if devices is not None else dra.DeviceIndex()
+        """The cluster's DRA devices and taint rules (shared, read only here): source ``dra``."""
         self.uid = uid
         self.spec = spec
         self.object_generation = object_generation
@@ -77,15 +79,18 @@ class TopologyFabric:
             if self.index.remove_node(name):
                 self.version += 1
         found = health.observations_from_node(self.spec, node) if member and node is not None else []
+        if member:
+            found += dra.observations(self.spec, self.devices, name)
         return self._feed_node(name, found, now)
 
     def _feed_node(self, name: ids.NodeName, found: list[health.Observation],
                    now: float) -> list[HealthTransition]:
-        element = health.ElementId.node(name)
+        scope = health.node_elements(name, self.spec.rails)
         changes: list[HealthTransition] = []
         for source in _NODE_SOURCES:
             mine = [o for o in found if o.source == source]
-            changes += self.tracker.update(now, source, mine, scope=(element,))
+            if mine or self.tracker.holds(source, scope):  # else the update would change nothing
+                changes += self.tracker.update(now, source, mine, scope=scope)
         return self._absorb(changes)
 
     # --- spec -----------------------------------------------------------------------------
@@ -113,9 +118,23 @@ class TopologyFabric:
         for node in all_nodes:
             if self.holds(node.name):
                 found += health.observations_from_node(self.spec, node)
+                found += dra.observations(self.spec, self.devices, node.name)
         changes: list[HealthTransition] = []
         for source in _NODE_SOURCES:
             changes += self.tracker.update(now, source, [o for o in found if o.source == source])
+        return self._absorb(changes)
+
+    def feed_devices(self, touched: Iterable[ids.NodeName] | None, now: float) -> list[HealthTransition]:
+        """Re-read the ``dra`` findings of ``touched`` nodes (None: of every member), after a
+        ResourceSlice or DeviceTaintRule changed."""
+        if touched is None:
+            found = [o for n in sorted(self.members) for o in dra.observations(self.spec, self.devices, n)]
+            return self._absorb(self.tracker.update(now, "dra", found))
+        changes: list[HealthTransition] = []
+        for name in sorted(touched):
+            found = dra.observations(self.spec, self.devices, name) if name in self.members else []
+            scope = health.node_elements(name, self.spec.rails)
+            changes += self.tracker.update(now, "dra", found, scope=scope)
         return self._absorb(changes)
 
     def feed_prometheus(self, found: list[health.Observation], now: float) -> list[HealthTransition]:

@@ -23,7 +23,7 @@ from typing import Any
 import kopf
 
 from fabricsched.api import topology as api
-from fabricsched.controller import kube, runtime
+from fabricsched.controller import dra, kube, runtime
 
 logger = logging.getLogger(__name__)
 
@@ -84,6 +84,8 @@ def register(registry: kopf.OperatorRegistry, rt: runtime.Runtime) -> None:
     for kind, resource, apply, delete in kinds:
         kopf.index(*resource, id=f"apply-{kind}", registry=registry)(applying(kind, apply))
         kopf.on.event(*resource, id=f"delete-{kind}", registry=registry)(deleting(kind, delete))
+
+    dra.register(registry, rt)  # DRA device taints (source dra)
 
     @kopf.on.event(*NAMESPACES, id="sync-barrier", registry=registry)
     async def _barrier(**_: Any) -> None:

@@ -42,7 +42,7 @@ from fabricsched.controller import fabrics, snapshots
 from fabricsched.ports import changes
 from fabricsched.ports import jobs as job_types
 from fabricsched.telemetry import poller
-from fabricsched.topology import gpus, health
+from fabricsched.topology import dra, gpus, health
 from fabricsched.topology import nodes as k8s
 
 logger = logging.getLogger(__name__)
@@ -94,6 +94,8 @@ class ClusterState:
         self._snapshots: dict[ids.TopologyName, snapshots.TopologySnapshot] = {}
         self._free: dict[ids.TopologyName, snapshots.FreeMap] = {}
         self._synced = False
+        self.devices = dra.DeviceIndex()
+        """DRA devices and DeviceTaintRules (``controller.dra`` keeps it current): source ``dra``."""
         self.generation = 0
         """Bumped by every change that can alter a snapshot (nodes, GPU pods, topologies, health)."""
 
@@ -376,7 +378,7 @@ class ClusterState:
             existing.object_generation = generation
             return
         if existing is None:
-            tf = fabrics.TopologyFabric(tname, spec, generation, uid)
+            tf = fabrics.TopologyFabric(tname, spec, generation, uid, self.devices)
             tf.restore(status)
             self._fabrics[tname] = tf
         else:
@@ -443,6 +445,12 @@ class ClusterState:
             tf.telemetry = availability
             tf.version += 1
             self.generation += 1
+
+    def refeed_devices(self, touched: Collection[ids.NodeName] | None) -> None:
+        """DRA devices of ``touched`` nodes (None: a taint rule, so every node) changed in ``devices``."""
+        now = self._clock()
+        for name, tf in self._fabrics.items():
+            self._emit_health(name, tf.feed_devices(touched, now))
 
     # --- hysteresis clock ---------------------------------------------------------------
 

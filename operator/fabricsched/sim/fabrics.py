@@ -27,6 +27,8 @@ class TierShape:
     oversubscription: float = 1.0
     prefix: str = ""
     """Domain name prefix; default the tier name's first letter."""
+    label: str = ""
+    """Node label naming the domain; default Topograph's ``fabric.topograph.run/tier-N``."""
 
 
 @dataclass(frozen=True)
@@ -45,7 +47,20 @@ PRESETS: dict[str, Layout] = {
     # 3-tier: 8 spine blocks of 4 leaves of 8 hosts; leaves and spine blocks both 2:1 to the tier above.
     "three-tier": Layout(
         (TierShape("core", 1), TierShape("spine", 8, 2.0), TierShape("leaf", 4, 2.0)), hosts_per_leaf=8),
+    # GB200 NVL72: 16 racks of 18 hosts x 4 GPUs, each rack one NVLink domain (nvidia.com/gpu.clique,
+    # the lowest tier), 4 racks per 2:1 leaf, one spine layer.
+    "nvl72": Layout(
+        (TierShape("spine", 1), TierShape("leaf", 4, 2.0),
+         TierShape("nvlink", 4, prefix="nvl", label=api.NVLINK_CLIQUE_LABEL)),
+        hosts_per_leaf=18, gpus_per_host=4),
 }
+
+
+def _tier_label(layout: Layout, level: int) -> str:
+    """Node label of the tier at ``level`` (top tier first): its own, or Topograph's switch tier
+    number counted over the tiers below it that have none (an NVLink tier is no switch tier)."""
+    below = sum(1 for shape in layout.tiers[level + 1:] if not shape.label)
+    return layout.tiers[level].label or TIER_LABEL.format(below)
 
 
 def parse_layout(text: str, hosts_per_leaf: int, gpus_per_host: int = 8) -> Layout:
@@ -97,7 +112,7 @@ def node_list(layout: Layout) -> dict[str, Any]:
             for _ in range(layout.hosts_per_leaf):
                 name = f"gpu-{len(items) + 1:04d}"
                 # path is top tier first; label tier-0 is the lowest tier.
-                labels = {TIER_LABEL.format(depth - 1 - i): d for i, d in enumerate(path)}
+                labels = {_tier_label(layout, i): d for i, d in enumerate(path)}
                 items.append(_node(name, {GPU_PRESENT: "true", **labels}, layout.gpus_per_host))
             return
         shape = layout.tiers[level]
@@ -113,9 +128,8 @@ def node_list(layout: Layout) -> dict[str, Any]:
 
 def topology(layout: Layout, name: str) -> dict[str, Any]:
     """The FabricTopology manifest matching ``node_list(layout)``."""
-    depth = len(layout.tiers)
     tiers = [
-        {"name": shape.name, "nodeLabel": TIER_LABEL.format(depth - 1 - i),
+        {"name": shape.name, "nodeLabel": _tier_label(layout, i),
          **({"oversubscription": shape.oversubscription} if shape.oversubscription != 1.0 else {})}
         for i, shape in enumerate(layout.tiers)
     ]

@@ -25,10 +25,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from fabricsched import parsing
 from fabricsched.api import topology as api
 from fabricsched.telemetry import defaults
-from fabricsched.topology import fabric, health
+from fabricsched.topology import fabric, health, rails
 
 _COMPARE: dict[str, Callable[[float, float], bool]] = {
     ">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le,
@@ -120,33 +119,8 @@ def compile_rules(spec: api.FabricTopologySpec) -> list[Rule]:
 # --- evaluation -------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class RailMap:
-    """How a rule's rail label becomes a rail index (``spec.rails``, ``spec.railDevices``)."""
-
-    rails: int = 1
-    devices: tuple[str, ...] = ()
-
-    @classmethod
-    def of(cls, spec: api.FabricTopologySpec) -> RailMap:
-        return cls(spec.rails, tuple(spec.rail_devices))
-
-    def rail(self, value: str | None) -> int | Literal[False] | None:
-        """Rail index of a label value; None = the whole element; False = not a fabric NIC.
-
-        Single-rail fabrics have no rails: every reading concerns the whole element. With
-        ``railDevices`` set, a device outside the list (a storage or management NIC) is not part
-        of the compute fabric and its readings are ignored.
-        """
-        if self.rails <= 1 or value is None:
-            return None
-        if value in self.devices:
-            return self.devices.index(value)
-        try:
-            return parsing.count(value, "rail", self.rails - 1)
-        except parsing.Invalid:
-            pass  # not a rail number ("²" passes isdigit but not int): not a rail of this fabric
-        return False if self.devices else None
+RailMap = rails.RailMap
+"""Re-exported: rules map their rail label through the topology's one rail map."""
 
 
 @dataclass(frozen=True)
@@ -167,7 +141,10 @@ class Evaluation:
     """Target label values that named no element (regex mismatch, label absent), for diagnosis."""
 
 
-def evaluate(rule: Rule, samples: Iterable[Sample], rails: RailMap = RailMap()) -> Evaluation:
+_NO_RAILS = RailMap()
+
+
+def evaluate(rule: Rule, samples: Iterable[Sample], rails: RailMap = _NO_RAILS) -> Evaluation:
     """One reading per element named by the samples; when several samples name one element
     (ports of one host, rails without a rail map), the one that fires worst decides."""
     readings: dict[health.ElementId, Reading] = {}

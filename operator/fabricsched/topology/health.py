@@ -14,20 +14,22 @@ element: the *held* state of the observed sources (which lags on the way up) and
 from __future__ import annotations
 
 import dataclasses
+import functools
 import types
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
 from fabricsched.api import topology as api
-from fabricsched.topology import fabric, nodes
+from fabricsched.topology import fabric, nodes, nvsentinel, rails
 
-Source = Literal["spec.links", "condition", "label", "prometheus", "event"]
-OBSERVED_SOURCES: frozenset[str] = frozenset({"condition", "label", "prometheus", "event"})
+Source = Literal["spec.links", "condition", "label", "prometheus", "dra", "event"]
+OBSERVED_SOURCES: frozenset[str] = frozenset({"condition", "label", "prometheus", "dra", "event"})
 """Sources whose improvements wait out ``recover_after_s``; ``spec.links`` is the only other."""
 
 
-@dataclass(frozen=True, order=True)
+@functools.total_ordering
+@dataclass(frozen=True)
 class ElementId:
     """A node (its fabric access links) or a domain (that switch group's uplinks)."""
 
@@ -46,6 +48,15 @@ class ElementId:
     @classmethod
     def domain(cls, tier: str, name: str, rail: int | None = None) -> ElementId:
         return cls("domain", name, tier, rail)
+
+    def _key(self) -> tuple[str, str, str, int]:
+        # The whole element (rail None) sorts before its rails: tuples of None and int do not compare.
+        return (self.kind, self.name, self.tier or "", -1 if self.rail is None else self.rail)
+
+    def __lt__(self, other: object) -> bool:
+        if not isinstance(other, ElementId):
+            return NotImplemented
+        return self._key() < other._key()
 
     def __str__(self) -> str:
         base = f"node {self.name}" if self.kind == "node" else f"domain {self.tier}/{self.name}"
@@ -201,6 +212,12 @@ class HealthTracker:
             table[element] = tuple(found)
         touched.update(e for e in self._waiting if self._due(e, now))
         return self._reconcile_all(touched, now)
+
+    def holds(self, source: Source, elements: Iterable[ElementId]) -> bool:
+        """``source`` has a finding about one of ``elements`` (an empty scoped update of a source
+        that holds none would change nothing: callers on the hot path skip it)."""
+        table = self._findings.get(source)
+        return table is not None and any(e in table for e in elements)
 
     def tick(self, now: float) -> list[HealthChange]:
         """Apply the recoveries whose wait has passed by ``now``."""
@@ -358,16 +375,41 @@ def observations_from_node(spec: api.FabricTopologySpec, node: nodes.NodeInfo) -
     """Findings of the ``condition`` and ``label`` sources about one node (healthy -> none)."""
     element = ElementId.node(node.name)
     found: list[Observation] = []
+    presets = spec.health.condition_presets
     for ctype in spec.health.node_conditions:
         cond = node.conditions.get(ctype)
-        if cond is not None and cond.status == "True":
+        if cond is not None and cond.status == "True" and not nvsentinel.handles(ctype, presets):
             reason = f"{ctype}: {cond.message or cond.reason}".rstrip(": ")
             found.append(Observation(element, fabric.HealthState.DEGRADED, None, "condition", reason))
+    if presets:
+        found += _preset_observations(spec, node)
     label = node.labels.get(api.HEALTH_LABEL, "").strip().lower()
     if label in (fabric.HealthState.DEGRADED.value, fabric.HealthState.DOWN.value):
         found.append(Observation(element, fabric.HealthState(label), None, "label",
                                  f"{api.HEALTH_LABEL}={label}"))
     return found
+
+
+def _preset_observations(spec: api.FabricTopologySpec, node: nodes.NodeInfo) -> list[Observation]:
+    """Findings of the condition families of ``spec.health.conditionPresets`` (per NIC)."""
+    found: list[Observation] = []
+    presets = spec.health.condition_presets
+    for ctype in nvsentinel.CHECK_STATES:
+        cond = node.conditions.get(ctype)
+        if cond is None or cond.status != "True" or not nvsentinel.handles(ctype, presets):
+            continue
+        for finding in nvsentinel.findings(ctype, cond.message, rails.RailMap.of(spec)):
+            found.append(Observation(ElementId.node(node.name, finding.rail), finding.state, None,
+                                     "condition", finding.reason))
+    return found
+
+
+def node_elements(name: str, rail_count: int) -> tuple[ElementId, ...]:
+    """Every element a node's own sources may report: the host, and each of its rails."""
+    whole = ElementId("node", name)
+    if rail_count <= 1:
+        return (whole,)
+    return (whole, *(ElementId("node", name, None, r) for r in range(rail_count)))
 
 
 def observations_from_links(spec: api.FabricTopologySpec) -> list[Observation]:

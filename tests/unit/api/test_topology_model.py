@@ -48,7 +48,9 @@ def test_a_minimal_spec_gets_every_default() -> None:
         "railDevices": [],
         "gpuBandwidthGbps": 400.0,
         "health": {
-            "nodeConditions": ["FabricLinkDegraded"], "degradedCapacity": 0.5, "recoverAfterSeconds": 300,
+            "nodeConditions": ["FabricLinkDegraded"], "conditionPresets": ["nvsentinel"],
+            "dra": {"enabled": True, "rdmaDeviceAttribute": "dra.net/rdmaDevice"},
+            "degradedCapacity": 0.5, "recoverAfterSeconds": 300,
         },
         "links": [],
     }

@@ -198,7 +198,7 @@ def test_chart_topograph_preset_reads_the_kind_labels() -> None:
     assert preset["nodeSelector"]["matchLabels"] == spec.node_selector.match_labels
 
 
-@pytest.mark.parametrize("preset", ["topograph", "nvidia", "aws", "gke"])
+@pytest.mark.parametrize("preset", ["topograph", "nvidia", "aws", "gke", "nvlink", "topograph-nvlink"])
 def test_chart_preset_is_a_valid_topology_spec(preset: str) -> None:
     values = _yaml(CHART / "values.yaml")["topology"]["presets"][preset]
     spec = api.FabricTopologySpec.model_validate(

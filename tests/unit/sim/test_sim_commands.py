@@ -133,6 +133,19 @@ def test_trace_fabric_writes_nodes_and_topology_the_simulator_reads(files: SimFi
     assert len(list(scn.structure.tier_domains(0))) == 32
 
 
+def test_the_nvl72_preset_makes_each_rack_an_nvlink_domain_below_the_leaf(files: SimFiles) -> None:
+    assert cli.main(["trace", "fabric", "--preset", "nvl72", "--nodes-out", str(files.nodes),
+                     "--topology-out", str(files.topology)]) == 0
+    scn = files.job_rows("rack,0,18,4,10,nvlink", "two,0,36,4,10,leaf").load()
+    assert [(t.name, t.node_label) for t in scn.structure.tiers] == [
+        ("nvlink", "nvidia.com/gpu.clique"), ("leaf", "fabric.topograph.run/tier-0"),
+        ("spine", "fabric.topograph.run/tier-1")]
+    racks = list(scn.structure.tier_domains(0))
+    assert len(racks) == 16 and {scn.structure.empty_slots(4, d.hosts) for d in racks} == {18}
+    leaves = {scn.structure.domains[(1, d.parent)].name for d in racks if d.parent}
+    assert leaves == {"l00", "l01", "l02", "l03"}
+
+
 def test_the_default_mix_parses_and_keeps_big_jobs_rare() -> None:
     mix = traces.parse_mix(traces.DEFAULT_MIX)
     total = sum(e.weight for e in mix)

@@ -193,3 +193,13 @@ def test_observations_from_links() -> None:
         (LEAF, H.DEGRADED, 0.25, "spec.links"),
         (health.ElementId.domain("leaf", "l08", rail=3), H.DOWN, None, "spec.links"),
     ]
+
+
+def test_a_host_and_its_rails_update_together() -> None:
+    # Element ids of a host (rail None) and of its rails sort together: one update may carry both.
+    t = tracker()
+    whole, rail = health.ElementId.node("h"), health.ElementId.node("h", 2)
+    found = [health.Observation(e, H.DEGRADED, None, "condition", "x") for e in (rail, whole)]
+    assert [c.element for c in t.update(0.0, "condition", found)] == [whole, rail]
+    leaf = health.ElementId.domain("leaf", "l1")
+    assert sorted([rail, leaf, whole]) == [leaf, whole, rail], "the host before its rails"
