@@ -11,7 +11,8 @@ plan, ``placed`` forgets it and the plan's own write turns the object ``Reserved
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+import types
+from collections.abc import Callable, Mapping
 
 from fabricsched import ids
 from fabricsched.api.placement import PlacementPhase
@@ -79,6 +80,10 @@ class PendingBoard:
     @property
     def waiting(self) -> int:
         return len(self._last)
+
+    def waiting_gangs(self) -> Mapping[ids.GangKey, tuple[str, str, float]]:
+        """Each waiting gang's last (reason, message, when written), read-only (the fabric page)."""
+        return types.MappingProxyType(self._last)
 
 
 def reason_of(why: request.NoFit) -> str:
