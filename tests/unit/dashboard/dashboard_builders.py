@@ -1,5 +1,5 @@
-"""The demo fabric as the page's view: 2 spines x 4 leaves x 4 hosts of 8 GPUs, one leaf's
-uplinks and one host's link degraded, a gang on two hosts."""
+"""Builders of the fabric page tests: the demo fabric (2 spines x 4 leaves x 4 hosts of 8 GPUs,
+one leaf's uplinks and one host's link degraded) as the page's view, and gangs on it."""
 
 from __future__ import annotations
 
