@@ -4,8 +4,8 @@ crosses, and selections that name nothing."""
 from __future__ import annotations
 
 import pytest
-
 from dashboard_builders import T0, demo_facts, gang_on
+
 from fabricsched.cluster import samples
 from fabricsched.dashboard import document, query, view
 
@@ -21,8 +21,8 @@ def test_the_fabric_is_drawn_top_tier_first_with_health_reason_and_since() -> No
     leaf = by_id(fabric["domains"])[f"domain:leaf/{samples.DEMO_DEGRADED_LEAF}"]
     assert leaf["health"]["state"] == "degraded" and leaf["health"]["capacity"] == 0.25
     assert leaf["health"]["records"] == [
-        {"rail": None, "state": "degraded", "capacity": 0.25, "reason": "spec.links: 4 of 16 uplinks flapping",
-         "since": T0}
+        {"rail": None, "state": "degraded", "capacity": 0.25,
+         "reason": "spec.links: 4 of 16 uplinks flapping", "since": T0}
     ]
     assert leaf["parent"] == "domain:spine/s2" and leaf["hosts"] == 4 and leaf["gpus"] == 32
     hosts = by_id(fabric["hosts"])
@@ -77,7 +77,8 @@ def test_a_selection_naming_nothing_gives_an_empty_view_and_a_message(
 def test_a_gang_is_selected_by_key_or_namespace_and_name() -> None:
     facts = demo_facts()
     snap = view.Snapshot([facts], [gang_on(facts, ["gpu-001"]), gang_on(facts, ["gpu-002"], "other")])
-    assert [g["name"] for g in document.build(snap, document.Selection(gang="team/other"))["gangs"]] == ["other"]
+    named = document.build(snap, document.Selection(gang="team/other"))
+    assert [g["name"] for g in named["gangs"]] == ["other"]
     assert len(document.build(snap, document.Selection(gang="team/train@u1"))["gangs"]) == 1
 
 
