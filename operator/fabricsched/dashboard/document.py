@@ -9,7 +9,8 @@ the DOM as text only.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import json
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,8 +49,9 @@ def element_id(key: path.ElementKey) -> str:
 EVERYTHING = Selection()
 
 
-def build(snap: view.Snapshot, selection: Selection = EVERYTHING) -> dict[str, Any]:
-    """The document for ``selection``; a selection naming nothing gives an empty view and a message."""
+def build(snap: view.Snapshot, selection: Selection = EVERYTHING, rows: Rows | None = None) -> dict[str, Any]:
+    """The document for ``selection``; a selection naming nothing gives an empty view and a
+    message. ``rows`` keeps host rows between builds of the same fabric (``dumps``)."""
     names = sorted((str(f.name) for f in snap.fabrics), key=index.natural_key)
     messages: list[str] = []
     chosen = _choose(snap.fabrics, selection.topology, messages)
@@ -69,7 +71,7 @@ def build(snap: view.Snapshot, selection: Selection = EVERYTHING) -> dict[str, A
         "topologies": names,
         "topology": str(chosen.name) if chosen is not None else None,
         "messages": messages,
-        "fabric": _fabric(chosen) if chosen is not None else None,
+        "fabric": _fabric(chosen, rows.of(chosen.name) if rows else None) if chosen is not None else None,
         "gangs": [_gang(g, chosen.fabric) for g in gangs] if chosen is not None else [],
         "pending": [_pending(p) for p in pending],
     }
@@ -97,10 +99,10 @@ def _short(text: str, limit: int = MAX_TEXT) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _fabric(facts: view.FabricFacts) -> dict[str, Any]:
+def _fabric(facts: view.FabricFacts, cache: HostRows | None) -> dict[str, Any]:
     fab = facts.fabric
     records = _records(facts.health)
-    hosts = _hosts(facts, records)
+    hosts = _hosts(facts, records, cache)
     domains = _domains(fab, hosts, records)
     return {
         "name": str(facts.name),
@@ -112,13 +114,14 @@ def _fabric(facts: view.FabricFacts) -> dict[str, Any]:
         "summary": {
             "hosts": len(hosts),
             **{k: sum(h[k] for h in hosts) for k in ("gpus", "used", "reserved", "free")},
-            "degraded": sum(1 for e in (*hosts, *domains) if e["health"]["state"] == "degraded"),
-            "down": sum(1 for e in (*hosts, *domains) if e["health"]["state"] == "down"),
+            "degraded": sum(1 for e in (*hosts, *domains) if (e["health"] or {}).get("state") == "degraded"),
+            "down": sum(1 for e in (*hosts, *domains) if (e["health"] or {}).get("state") == "down"),
         },
     }
 
 
 _Records = Mapping[str, list[dict[str, Any]]]
+_HEALTHY = fabric.HealthState.HEALTHY
 
 
 def _records(effective: Mapping[health.ElementId, health.ElementHealth]) -> _Records:
@@ -139,8 +142,13 @@ def _records(effective: Mapping[health.ElementId, health.ElementHealth]) -> _Rec
     return found
 
 
-def _health(state: fabric.HealthState, capacity: float, rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
+def _health(
+    state: fabric.HealthState, capacity: float, rows: Iterable[dict[str, Any]]
+) -> dict[str, Any] | None:
+    """The element's health; None when healthy (most of a large fabric: the page reads None so)."""
     listed = list(rows)
+    if state is fabric.HealthState.HEALTHY and capacity >= 1 and not listed:
+        return None
     worst = state
     for row in listed:
         if fabric.severity(fabric.HealthState(row["state"])) > fabric.severity(worst):
@@ -150,40 +158,139 @@ def _health(state: fabric.HealthState, capacity: float, rows: Iterable[dict[str,
     return {"state": worst.value, "capacity": round(capacity, 3), "records": listed}
 
 
-def _hosts(facts: view.FabricFacts, records: _Records) -> list[dict[str, Any]]:
+class Rows:
+    """Host rows of every topology kept between builds (``HostRows`` per topology)."""
+
+    def __init__(self) -> None:
+        self._topologies: dict[str, HostRows] = {}
+
+    def of(self, topology: str) -> HostRows:
+        found = self._topologies.get(topology)
+        if found is None:
+            found = self._topologies[topology] = HostRows()
+        return found
+
+    def text(self, topology: str, row: dict[str, Any]) -> str:
+        return self.of(topology).text(row)
+
+    def forget_other(self, topologies: Collection[str]) -> None:
+        for gone in [t for t in self._topologies if t not in topologies]:
+            del self._topologies[gone]
+
+
+class HostRows:
+    """Host rows and their JSON kept between builds: a row is made and serialised again only
+    when its host object (a new one after a health or structure change), free or reserved
+    GPUs, or health records moved. At 10,000 hosts a state change rebuilds a handful."""
+
+    def __init__(self) -> None:
+        self._rows: dict[str, tuple[fabric.Host, int, int, object, dict[str, Any], str]] = {}
+        self._text: dict[int, str] = {}
+
+    def get(self, host: fabric.Host, free: int, reserved: int, records: object) -> dict[str, Any] | None:
+        kept = self._rows.get(host.name)
+        if kept is not None and kept[0] is host and kept[1] == free and kept[2] == reserved \
+                and kept[3] == records:
+            return kept[4]
+        return None
+
+    def put(self, host: fabric.Host, free: int, reserved: int, records: object,
+            made: dict[str, Any]) -> dict[str, Any]:
+        kept = self._rows.get(host.name)
+        text = json.dumps(made, separators=(",", ":"), allow_nan=False)
+        if kept is not None:
+            self._text.pop(id(kept[4]), None)
+        self._rows[host.name] = (host, free, reserved, records, made, text)
+        self._text[id(made)] = text
+        return made
+
+    def text(self, row: dict[str, Any]) -> str:
+        found = self._text.get(id(row))
+        return found if found is not None else json.dumps(row, separators=(",", ":"), allow_nan=False)
+
+    def forget_missing(self, names: Collection[str]) -> None:
+        for gone in [n for n in self._rows if n not in names]:
+            self._text.pop(id(self._rows.pop(gone)[4]), None)
+
+
+_HOSTS_MARK = "\x00hosts\x00"
+
+
+def dumps(doc: Mapping[str, Any], rows: Rows | None = None) -> bytes:
+    """``doc`` as compact JSON; the hosts' rows from ``rows`` when given (serialised once each)."""
+    fab = doc.get("fabric")
+    if rows is None or not fab:
+        return json.dumps(doc, separators=(",", ":"), allow_nan=False).encode()
+    marked = {**doc, "fabric": {**fab, "hosts": _HOSTS_MARK}}
+    text = json.dumps(marked, separators=(",", ":"), allow_nan=False)
+    mark = json.dumps(_HOSTS_MARK)
+    if text.count(mark) != 1:  # the mark in some reason text: serialise the plain way
+        return json.dumps(doc, separators=(",", ":"), allow_nan=False).encode()
+    hosts = "[" + ",".join(rows.text(fab["name"], h) for h in fab["hosts"]) + "]"
+    return text.replace(mark, hosts, 1).encode()
+
+
+def _hosts(facts: view.FabricFacts, records: _Records, cache: HostRows | None) -> list[dict[str, Any]]:
     fab = facts.fabric
     leaf_tier = str(fab.tiers[0].name)
     rows: list[dict[str, Any]] = []
-    for name in sorted(fab.hosts, key=lambda n: (_path_key(fab.hosts[n].path), index.natural_key(n))):
+    free_gpus, reserved_gpus = facts.free_gpus, facts.reserved_gpus
+    for name in _fabric_order(fab):
         host = fab.hosts[name]
-        free = max(0, min(host.gpus, facts.free_gpus.get(name, host.gpus)))
-        reserved = min(free, max(0, facts.reserved_gpus.get(name, 0)))
-        rows.append({
-            "id": node_id(name),
-            "name": str(name),
-            "path": [str(d) for d in host.path],
-            "leaf": domain_id(leaf_tier, host.path[0]),
-            "gpus": host.gpus,
-            "used": host.gpus - free,
-            "reserved": reserved,
-            "free": free - reserved,
-            "health": _health(host.state, host.health, records.get(node_id(name), ())),
-        })
+        free = free_gpus.get(name, host.gpus)
+        free = 0 if free < 0 else host.gpus if free > host.gpus else free
+        reserved = reserved_gpus.get(name, 0)
+        reserved = free if reserved > free else 0 if reserved < 0 else reserved
+        key = "node:" + name
+        found = records.get(key)
+        row = cache.get(host, free, reserved, found) if cache is not None else None
+        if row is None:
+            healthy = not found and host.health >= 1 and host.state is _HEALTHY
+            row = {
+                "id": key,
+                "name": str(name),
+                "leaf": domain_id(leaf_tier, host.path[0]),
+                "gpus": host.gpus,
+                "used": host.gpus - free,
+                "reserved": reserved,
+                "free": free - reserved,
+                "health": None if healthy else _health(host.state, host.health, found or ()),
+            }
+            if cache is not None:
+                row = cache.put(host, free, reserved, found, row)
+        rows.append(row)
+    if cache is not None:
+        cache.forget_missing(fab.hosts)
     return rows
 
 
-def _path_key(domains: Sequence[ids.DomainName]) -> tuple[tuple[str | int, ...], ...]:
-    return tuple(index.natural_key(d) for d in reversed(domains))
+def _fabric_order(fab: fabric.Fabric) -> list[ids.NodeName]:
+    """Hosts top domain by top domain (natural order), each domain's hosts in fabric order
+    (``Domain.hosts`` is sorted by path already): no sort over every host."""
+    top = len(fab.tiers) - 1
+    order: list[ids.NodeName] = []
+    for domain in sorted(fab.tier_domains(top), key=lambda d: index.natural_key(d.name)):
+        order.extend(domain.hosts)
+    return order
 
 
 def _domains(fab: fabric.Fabric, hosts: list[dict[str, Any]], records: _Records) -> list[dict[str, Any]]:
+    # Hosts add to their leaf only; every higher domain sums its children (tier by tier, upward).
     totals: dict[tuple[int, str], list[int]] = {}
+    leaf_of = {domain_id(str(fab.tiers[0].name), d.name): str(d.name) for d in fab.tier_domains(0)}
     for host in hosts:
-        for tier, name in enumerate(host["path"]):
-            counts = totals.setdefault((tier, name), [0, 0, 0, 0, 0])
-            counts[0] += 1
-            for i, k in enumerate(("gpus", "used", "reserved", "free"), start=1):
-                counts[i] += host[k]
+        counts = totals.setdefault((0, leaf_of[host["leaf"]]), [0, 0, 0, 0, 0])
+        counts[0] += 1
+        counts[1] += host["gpus"]
+        counts[2] += host["used"]
+        counts[3] += host["reserved"]
+        counts[4] += host["free"]
+    for (tier, name), domain in sorted(fab.domains.items(), key=lambda kv: kv[0][0]):
+        if domain.parent is not None:
+            mine = totals.get((tier, str(name)), [0, 0, 0, 0, 0])
+            above = totals.setdefault((tier + 1, str(domain.parent)), [0, 0, 0, 0, 0])
+            for i in range(5):
+                above[i] += mine[i]
     rows: list[dict[str, Any]] = []
     for (tier, name), domain in fab.domains.items():
         tier_name = str(fab.tiers[tier].name)

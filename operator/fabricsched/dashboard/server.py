@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import logging
-from collections.abc import Hashable
+import math
+import time
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
 from aiohttp import web
@@ -27,6 +28,7 @@ from fabricsched.dashboard import assets, document, query, view
 logger = logging.getLogger(__name__)
 
 STATIC = {"app.js": "text/javascript", "style.css": "text/css"}
+MIN_REBUILD_S = 1.0
 MAX_CACHED = 32
 """Selections kept per version (the page asks for one; a few tabs for a few more)."""
 _HEADERS = {
@@ -63,26 +65,36 @@ def split_address(address: str) -> tuple[str, int]:
 class Documents:
     """The serialised document per selection at the source's current version."""
 
-    def __init__(self, source: view.Source) -> None:
+    def __init__(self, source: view.Source, min_rebuild_s: float = MIN_REBUILD_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.source = source
+        self.min_rebuild_s = min_rebuild_s
+        """While the cluster moves, the document is rebuilt at most this often (the page asks
+        once a second): the event loop the extender answers on pays for one build per period."""
+        self.clock = clock
         self._version: Hashable = object()
         self._generation = 0
         self._snapshot: view.Snapshot | None = None
         self._bodies: dict[document.Selection, tuple[str, bytes]] = {}
+        self._rows = document.Rows()
+        self._built_at = -math.inf
 
     def get(self, selection: document.Selection) -> tuple[str, bytes]:
         """(ETag, JSON body) of ``selection`` now."""
-        version = self.source.version()
-        if version != self._version or self._snapshot is None:
-            self._version = version
+        now = self.clock()
+        if self._snapshot is None or (now - self._built_at >= self.min_rebuild_s
+                                      and (version := self.source.version()) != self._version):
+            self._version = self.source.version() if self._snapshot is None else version
             self._generation += 1
+            self._built_at = now
             self._snapshot = self.source.snapshot()
+            self._rows.forget_other({str(f.name) for f in self._snapshot.fabrics})
             self._bodies.clear()
         found = self._bodies.get(selection)
         if found is None:
-            doc = document.build(self._snapshot, selection)
+            doc = document.build(self._snapshot, selection, self._rows)
             doc["version"] = self._generation
-            body = json.dumps(doc, separators=(",", ":"), allow_nan=False).encode()
+            body = document.dumps(doc, self._rows)
             tag = hashlib.blake2s(repr(selection).encode(), digest_size=6).hexdigest()
             found = (f'"{self._generation}-{tag}"', body)
             if len(self._bodies) >= MAX_CACHED:
@@ -91,8 +103,8 @@ class Documents:
         return found
 
 
-def make_app(source: view.Source) -> web.Application:
-    documents = Documents(source)
+def make_app(source: view.Source, min_rebuild_s: float = MIN_REBUILD_S) -> web.Application:
+    documents = Documents(source, min_rebuild_s)
     page = assets.read("index.html").encode()
     statics = {name: assets.read(name).encode() for name in STATIC}
 

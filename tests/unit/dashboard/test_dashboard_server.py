@@ -33,7 +33,8 @@ Check = Callable[[test_utils.TestClient[Any, Any]], Awaitable[None]]
 
 def served(source: view.Source, check: Check) -> None:
     async def run() -> None:
-        async with test_utils.TestClient(test_utils.TestServer(server.make_app(source))) as client:
+        app = server.make_app(source, min_rebuild_s=0)
+        async with test_utils.TestClient(test_utils.TestServer(app)) as client:
             await check(client)
 
     asyncio.run(run())
@@ -104,3 +105,28 @@ def test_the_address_is_checked_and_empty_turns_the_page_off() -> None:
         except ValueError:
             continue
         raise AssertionError(f"{bad!r} accepted")
+
+
+def test_while_the_state_moves_the_document_is_rebuilt_at_most_once_a_period() -> None:
+    facts = demo_facts()
+    source = CountingSource(view.Snapshot([facts]))
+    now = [0.0]
+    documents = server.Documents(source, min_rebuild_s=1.0, clock=lambda: now[0])
+    everything = server.document.EVERYTHING
+    first, _ = documents.get(everything)
+    source.moved += 1
+    assert documents.get(everything)[0] == first and source.reads == 1
+    now[0] = 1.0
+    assert documents.get(everything)[0] != first and source.reads == 2
+
+
+def test_host_rows_are_serialised_again_only_when_they_change() -> None:
+    facts = demo_facts()
+    rows = server.document.Rows()
+    first = server.document.build(view.Snapshot([facts]), rows=rows)
+    free = {**facts.free_gpus, "gpu-001": 0}
+    moved = view.FabricFacts(facts.name, facts.fabric, free, {}, facts.health)
+    second = server.document.build(view.Snapshot([moved]), rows=rows)
+    same = [a is b for a, b in zip(first["fabric"]["hosts"], second["fabric"]["hosts"], strict=True)]
+    assert same.count(False) == 1
+    assert json.loads(server.document.dumps(second, rows)) == json.loads(server.document.dumps(second))

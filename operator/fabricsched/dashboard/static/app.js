@@ -39,6 +39,11 @@
     return lines.join("\n");
   }
 
+  const HEALTHY = { state: "healthy", capacity: 1, records: [] };
+  function normalise(doc) { // the document leaves healthy elements' health out (null)
+    if (doc.fabric) for (const x of [...doc.fabric.domains, ...doc.fabric.hosts]) x.health = x.health || HEALTHY;
+    return doc;
+  }
   function gpuBar(x) {
     const total = Math.max(1, x.gpus);
     const part = (cls, n) => {
@@ -261,7 +266,7 @@
       const response = await fetch(dataUrl(), { headers, cache: "no-store" });
       if (response.status === 200) {
         ui.etag = response.headers.get("ETag");
-        ui.doc = await response.json();
+        ui.doc = normalise(await response.json());
         render();
         $("live").textContent = "live, version " + ui.doc.version;
       } else if (response.status !== 304) {
@@ -283,7 +288,7 @@
     ui.etag = null; ui.zoom = null;
   });
   if (embedded) {
-    ui.doc = JSON.parse(embedded.textContent);
+    ui.doc = normalise(JSON.parse(embedded.textContent));
     $("live").textContent = "static report";
     $("topology").disabled = true;
     render();
