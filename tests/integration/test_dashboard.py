@@ -275,3 +275,17 @@ def test_bad_routes_and_queries(fabric: Fabric, browser: Any) -> None:
         "return document.getElementById('messages').textContent") == "no FabricTopology named 'nope'")
     assert hosts(browser) == {}
     assert console_errors(browser) == []
+
+
+def test_a_gang_that_cannot_be_placed_is_listed_pending_with_its_reason(
+    fabric: Fabric, browser: Any, ns: str
+) -> None:
+    fabric.job(ns, "huge", pods=40)
+    open_page(browser, fabric)
+    row = f'#pending tr[data-key^="{ns}/huge@"]'
+    cells = wait_for("huge listed Pending", lambda: browser.execute_script(
+        "const r = document.querySelector(arguments[0]);"
+        " return r && [...r.cells].map((c) => c.textContent);", row), timeout=30)
+    assert cells[0] == f"{ns}/huge" and cells[1] == "Unplaceable"
+    assert cells[2].startswith("needs 40 x 8 GPUs: the fabric could never hold 40 pods")
+    assert console_errors(browser) == []
