@@ -74,13 +74,18 @@
     }, el("div", { class: "name", text: h.name }), gpuBar(h),
        el("div", { class: "counts", text: h.used + "/" + h.reserved + "/" + h.free }), rails(h, fabric.rails));
   }
-  function leafTile(d, fabric) {
+  function leafTile(d, fabric, index) {
+    const bad = (index.hostsOf.get(d.id) || []).filter((h) => h.health.state !== "healthy");
+    const worst = bad.some((h) => h.health.state === "down") ? "down" : "degraded";
     return el("div", {
       class: "tile health-" + d.health.state, "data-id": d.id,
       title: healthText(d.tier + " " + d.name, d.health) + "\n" + d.hosts + " hosts; GPUs " + d.used +
-             " used, " + d.reserved + " reserved, " + d.free + " free (click to zoom)",
+             " used, " + d.reserved + " reserved, " + d.free + " free" +
+             (bad.length ? "\n" + bad.length + " host(s) not healthy: " + bad.map((h) => h.name).join(", ") : "") +
+             "\n(click to zoom)",
       onclick: (e) => { e.stopPropagation(); ui.zoom = d.id; render(); },
-    }, el("div", { class: "name", text: d.name }), gpuBar(d), rails(d, fabric.rails));
+    }, el("div", { class: "name", text: d.name }), gpuBar(d), rails(d, fabric.rails),
+       bad.length ? el("div", { class: "hostmarks health-" + worst, text: bad.length + " host" + (bad.length > 1 ? "s " : " ") + worst }) : null);
   }
   function domainBox(d, index, fabric, compact) {
     const label = el("div", { class: "label", title: healthText(d.tier + " " + d.name, d.health),
@@ -98,7 +103,7 @@
     } else {
       const kids = el("div", { class: "children" });
       for (const c of index.childrenOf.get(d.id) || []) {
-        kids.append(c.level === 0 && compact ? leafTile(c, fabric) : domainBox(c, index, fabric, compact));
+        kids.append(c.level === 0 && compact ? leafTile(c, fabric, index) : domainBox(c, index, fabric, compact));
       }
       box.append(kids);
     }
@@ -132,7 +137,7 @@
     } else {
       ui.zoom = null;
       for (const d of fabric.domains.filter((x) => x.level === top)) {
-        root.append(top === 0 && compact ? leafTile(d, fabric) : domainBox(d, index, fabric, compact));
+        root.append(top === 0 && compact ? leafTile(d, fabric, index) : domainBox(d, index, fabric, compact));
       }
     }
     return index;
