@@ -140,7 +140,12 @@ async def serve(source: view.Source, options: DashboardOptions) -> None:
     runner = web.AppRunner(make_app(source), access_log=None)
     await runner.setup()
     try:
-        await web.TCPSite(runner, host, port).start()
+        try:
+            await web.TCPSite(runner, host, port).start()
+        except OSError as e:
+            # The page is an extra: the operator and the extender go on without it.
+            logger.error("fabric page not served: cannot listen on %s: %s", options.address, e)
+            return
         logger.info("fabric page on http://%s:%d/", host, port)
         await asyncio.Event().wait()
     finally:
