@@ -111,12 +111,20 @@ def _fabric(facts: view.FabricFacts, cache: HostRows | None) -> dict[str, Any]:
         "gpuBandwidthGbps": fab.gpu_bandwidth_gbps,
         "domains": domains,
         "hosts": hosts,
-        "summary": {
-            "hosts": len(hosts),
-            **{k: sum(h[k] for h in hosts) for k in ("gpus", "used", "reserved", "free")},
-            "degraded": sum(1 for e in (*hosts, *domains) if (e["health"] or {}).get("state") == "degraded"),
-            "down": sum(1 for e in (*hosts, *domains) if (e["health"] or {}).get("state") == "down"),
-        },
+        "summary": _summary(len(fab.tiers) - 1, hosts, domains),
+    }
+
+
+def _summary(top: int, hosts: list[dict[str, Any]], domains: list[dict[str, Any]]) -> dict[str, int]:
+    """GPU totals from the top tier's domains (every host is below one), health counts from the
+    few rows that carry health."""
+    tops = [d for d in domains if d["level"] == top]
+    states = [e["health"]["state"] for e in (*hosts, *domains) if e["health"] is not None]
+    return {
+        "hosts": len(hosts),
+        **{k: sum(d[k] for d in tops) for k in ("gpus", "used", "reserved", "free")},
+        "degraded": states.count("degraded"),
+        "down": states.count("down"),
     }
 
 
@@ -232,7 +240,6 @@ def dumps(doc: Mapping[str, Any], rows: Rows | None = None) -> bytes:
 
 def _hosts(facts: view.FabricFacts, records: _Records, cache: HostRows | None) -> list[dict[str, Any]]:
     fab = facts.fabric
-    leaf_tier = str(fab.tiers[0].name)
     rows: list[dict[str, Any]] = []
     free_gpus, reserved_gpus = facts.free_gpus, facts.reserved_gpus
     for name in _fabric_order(fab):
@@ -246,10 +253,9 @@ def _hosts(facts: view.FabricFacts, records: _Records, cache: HostRows | None) -
         row = cache.get(host, free, reserved, found) if cache is not None else None
         if row is None:
             healthy = not found and host.health >= 1 and host.state is _HEALTHY
-            row = {
-                "id": key,
+            row = {  # the page adds "id" (node:NAME) and the leaf's id: 10,000 rows, each byte counts
                 "name": str(name),
-                "leaf": domain_id(leaf_tier, host.path[0]),
+                "leaf": str(host.path[0]),
                 "gpus": host.gpus,
                 "used": host.gpus - free,
                 "reserved": reserved,
@@ -277,9 +283,8 @@ def _fabric_order(fab: fabric.Fabric) -> list[ids.NodeName]:
 def _domains(fab: fabric.Fabric, hosts: list[dict[str, Any]], records: _Records) -> list[dict[str, Any]]:
     # Hosts add to their leaf only; every higher domain sums its children (tier by tier, upward).
     totals: dict[tuple[int, str], list[int]] = {}
-    leaf_of = {domain_id(str(fab.tiers[0].name), d.name): str(d.name) for d in fab.tier_domains(0)}
     for host in hosts:
-        counts = totals.setdefault((0, leaf_of[host["leaf"]]), [0, 0, 0, 0, 0])
+        counts = totals.setdefault((0, host["leaf"]), [0, 0, 0, 0, 0])
         counts[0] += 1
         counts[1] += host["gpus"]
         counts[2] += host["used"]

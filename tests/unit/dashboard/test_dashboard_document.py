@@ -11,7 +11,8 @@ from fabricsched.dashboard import document, query, view
 
 
 def by_id(rows: list[dict[str, object]]) -> dict[object, dict[str, object]]:
-    return {r["id"]: r for r in rows}
+    """Rows by page id (hosts carry their name only: the page makes ``node:NAME``)."""
+    return {r["id"] if "id" in r else f"node:{r['name']}": r for r in rows}
 
 
 def test_the_fabric_is_drawn_top_tier_first_with_health_reason_and_since() -> None:
@@ -42,7 +43,7 @@ def test_gpus_are_used_reserved_and_free_per_host_and_summed_per_domain() -> Non
     assert (hosts["node:gpu-001"]["used"], hosts["node:gpu-001"]["reserved"], hosts["node:gpu-001"]["free"]) \
         == (6, 1, 1)
     assert (hosts["node:gpu-002"]["reserved"], hosts["node:gpu-002"]["free"]) == (8, 0)
-    leaf = by_id(doc["fabric"]["domains"])[hosts["node:gpu-001"]["leaf"]]
+    leaf = by_id(doc["fabric"]["domains"])[f"domain:leaf/{hosts['node:gpu-001']['leaf']}"]
     assert (leaf["used"], leaf["reserved"], leaf["free"]) == (6, 9, 17)
 
 

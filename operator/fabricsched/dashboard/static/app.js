@@ -40,8 +40,15 @@
   }
 
   const HEALTHY = { state: "healthy", capacity: 1, records: [] };
-  function normalise(doc) { // the document leaves healthy elements' health out (null)
-    if (doc.fabric) for (const x of [...doc.fabric.domains, ...doc.fabric.hosts]) x.health = x.health || HEALTHY;
+  function normalise(doc) { // the document leaves out what the page can derive: ids, healthy health
+    if (!doc.fabric) return doc;
+    const leafTier = doc.fabric.tiers[0].name;
+    for (const d of doc.fabric.domains) d.health = d.health || HEALTHY;
+    for (const h of doc.fabric.hosts) {
+      h.health = h.health || HEALTHY;
+      h.id = "node:" + h.name;
+      h.leaf = "domain:" + leafTier + "/" + h.leaf;
+    }
     return doc;
   }
   function gpuBar(x) {
