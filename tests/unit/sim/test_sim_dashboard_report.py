@@ -10,6 +10,7 @@ from typing import Any
 from sim_builders import SimFiles
 
 from fabricsched import cli
+from fabricsched.sim import plots, policies
 
 
 def embedded(html: str) -> dict[str, Any]:
@@ -44,3 +45,14 @@ def test_the_report_shows_the_fabric_at_the_last_start_with_every_job_and_the_pl
     assert report["columns"][0] == "job" and len(report["jobs"][0]) == len(report["columns"])
     assert report["plots"] and report["plots"][0].startswith("data:image/png;base64,")
     assert "test: jobs.csv" in report["summary"]
+
+
+def test_plots_keep_one_colour_per_policy_and_count_useful_work_apart_from_busy() -> None:
+    assert len({plots.colour(p) for p in policies.POLICY_NAMES}) == len(policies.POLICY_NAMES)
+    jobs = [
+        {"start_s": 0.0, "end_s": 100.0, "pods": 2, "gpus_per_pod": 8, "comm_slowdown": 2.0},
+        {"start_s": 50.0, "end_s": 150.0, "pods": 1, "gpus_per_pod": 8, "comm_slowdown": None},
+    ]
+    # 16 GPUs busy at half speed do 8 GPUs of work; the single pod's 8 are all work.
+    assert plots.useful_series(jobs, 32) == [(0.0, 0.25), (50.0, 0.5), (100.0, 0.25), (150.0, 0.0)]
+    assert plots.SLOWDOWN_AXIS == (1.0, 1.5)
