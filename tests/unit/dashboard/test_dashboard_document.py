@@ -3,11 +3,14 @@ crosses, and selections that name nothing."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
-from dashboard_builders import T0, demo_facts, gang_on
+from dashboard_builders import T0, demo_facts, gang_on, record
 
 from fabricsched.cluster import samples
 from fabricsched.dashboard import document, query, view
+from fabricsched.topology import health
 
 
 def by_id(rows: list[dict[str, object]]) -> dict[object, dict[str, object]]:
@@ -108,3 +111,16 @@ def test_bad_queries_are_refused_with_the_reason(raw: str, pairs: list[tuple[str
 
 def test_a_good_query_is_a_selection() -> None:
     assert query.parse("", [("topology", "ib"), ("gang", "a/b")]) == document.Selection("ib", "", "a/b")
+
+
+def test_a_rail_of_a_host_has_its_own_record_and_colours_the_host() -> None:
+    facts = demo_facts()
+    rail = health.ElementId.node("gpu-003", rail=2)
+    effective = {**facts.health, rail: record(rail, 0.5, "rail 2 port flapping")}
+    railed = view.FabricFacts(facts.name, dataclasses.replace(facts.fabric, rails=4), facts.free_gpus, {},
+                              effective)
+    doc = document.build(view.Snapshot([railed]))
+    assert doc["fabric"]["rails"] == 4
+    host = next(h for h in doc["fabric"]["hosts"] if h["name"] == "gpu-003")
+    assert host["health"]["state"] == "degraded"
+    assert [(r["rail"], r["capacity"]) for r in host["health"]["records"]] == [(2, 0.5)]
