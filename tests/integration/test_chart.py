@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import base64
 import os
 import socket
 import ssl
@@ -31,8 +32,9 @@ from typing import Any
 import pytest
 import yaml
 from clusterkit import find_binaries_or_skip, stop_process
+from cryptography import x509
 
-from fabricsched.api import schedconfig
+from fabricsched.api import admission, schedconfig
 from fabricsched.api import topology as api
 from fabricsched.cluster import binaries
 
@@ -209,9 +211,11 @@ def test_default_render_has_one_deployment_and_no_optional_objects(helm: Helm) -
         "ServiceAccount", "ConfigMap", "ClusterRole", "ClusterRole", "ClusterRoleBinding",
         "ClusterRoleBinding", "ClusterRoleBinding", "Role", "RoleBinding", "RoleBinding", "Service",
         "Deployment",
+        # The namespace opt-in webhook (on by default): its certificate, Service and configuration.
+        "Secret", "Service", "MutatingWebhookConfiguration",
     ])
     for doc in docs:
-        if doc["kind"] not in ("ClusterRole", "ClusterRoleBinding"):
+        if doc["kind"] not in ("ClusterRole", "ClusterRoleBinding", "MutatingWebhookConfiguration"):
             assert doc["metadata"]["namespace"] in ("fabricsched-system", "kube-system"), doc["metadata"]
 
 
@@ -241,7 +245,7 @@ def test_deployment_runs_the_scheduler_and_fabricsched_side_by_side(helm: Helm) 
     assert fabric["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert fabric["readinessProbe"]["httpGet"]["path"] == "/readyz"
     # The extender answers the scheduler on the pod's loopback; no port of it is published.
-    assert [p["containerPort"] for p in fabric["ports"]] == [8081]
+    assert [p["containerPort"] for p in fabric["ports"]] == [8081, 8443]
 
 
 @pytest.mark.parametrize("values", VALUE_SETS.values(), ids=list(VALUE_SETS))
@@ -370,6 +374,72 @@ def test_service_monitor_scrapes_the_metrics_service(helm: Helm) -> None:
     assert not [rb for rb in of_kind(docs, "RoleBinding") if rb["metadata"]["namespace"] == "kube-system"]
 
 
+def _fabricsched_args(docs: Sequence[dict[str, Any]]) -> list[str]:
+    pod = one(docs, "Deployment")["spec"]["template"]["spec"]
+    return list({c["name"]: c for c in pod["containers"]}["fabricsched"]["args"])
+
+
+def test_the_webhook_is_the_one_cluster_up_registers_but_through_its_service(helm: Helm) -> None:
+    docs = helm.render({}, "fabricsched-system")
+    configuration = one(docs, "MutatingWebhookConfiguration")
+    [webhook] = configuration["webhooks"]
+    client_config = webhook.pop("clientConfig")
+    expected = admission.webhook({})
+    expected.pop("clientConfig")
+    assert webhook == expected
+    service = one(docs, "Service", "-webhook")
+    expected_service = {"name": service["metadata"]["name"], "namespace": "fabricsched-system",
+                        "path": admission.PATH, "port": 443}
+    assert client_config["service"] == expected_service
+    assert service["spec"]["ports"] == [{"name": "webhook", "port": 443, "targetPort": "webhook",
+                                         "protocol": "TCP"}]
+    args = _fabricsched_args(docs)
+    assert "--webhook-address=0.0.0.0:8443" in args
+    assert "--webhook-gpu-resource=nvidia.com/gpu" in args
+
+
+def test_the_generated_certificate_names_the_service_and_chains_to_the_ca_bundle(helm: Helm) -> None:
+    docs = helm.render({}, "fabricsched-system")
+    secret = one(docs, "Secret", "-webhook-tls")
+    assert secret["type"] == "kubernetes.io/tls"
+    ca_bundle = one(docs, "MutatingWebhookConfiguration")["webhooks"][0]["clientConfig"]["caBundle"]
+    assert secret["data"]["ca.crt"] == ca_bundle
+    ca = x509.load_pem_x509_certificate(base64.b64decode(ca_bundle))
+    cert = x509.load_pem_x509_certificate(base64.b64decode(secret["data"]["tls.crt"]))
+    cert.verify_directly_issued_by(ca)
+    names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert "chart-test-fabricsched-webhook.fabricsched-system.svc" in names.get_values_for_type(x509.DNSName)
+    deployment = one(docs, "Deployment")["spec"]["template"]["spec"]
+    volume = {v["name"]: v for v in deployment["volumes"]}["webhook-tls"]
+    assert volume["secret"]["secretName"] == secret["metadata"]["name"]
+
+
+def test_the_webhook_counts_the_gpu_resources_the_extender_manages(helm: Helm) -> None:
+    values = {"scheduler": {"gpuResources": ["nvidia.com/gpu"]},
+              "topology": {"create": True, "gpuResource": "amd.com/gpu"}}
+    args = _fabricsched_args(helm.render(values, "fabricsched-system"))
+    assert [a for a in args if a.startswith("--webhook-gpu-resource=")] == [
+        "--webhook-gpu-resource=nvidia.com/gpu", "--webhook-gpu-resource=amd.com/gpu"]
+
+
+def test_webhook_disabled_renders_no_webhook_and_no_flags(helm: Helm) -> None:
+    docs = helm.render({"webhook": {"enabled": False}}, "fabricsched-system")
+    assert not of_kind(docs, "MutatingWebhookConfiguration") and not of_kind(docs, "Secret")
+    assert [d["metadata"]["name"] for d in of_kind(docs, "Service")] == ["chart-test-fabricsched-metrics"]
+    assert not [a for a in _fabricsched_args(docs) if a.startswith("--webhook")]
+
+
+def test_a_certificate_made_elsewhere_is_mounted_and_trusted(helm: Helm) -> None:
+    values = {"webhook": {"tls": {"secretName": "fabricsched-webhook-cert", "caBundle": "Q0EK"}}}
+    docs = helm.render(values, "fabricsched-system")
+    assert not of_kind(docs, "Secret")
+    assert one(docs, "MutatingWebhookConfiguration")["webhooks"][0]["clientConfig"]["caBundle"] == "Q0EK"
+    volumes = {v["name"]: v for v in one(docs, "Deployment")["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["webhook-tls"]["secret"]["secretName"] == "fabricsched-webhook-cert"
+    refused = helm.template({"webhook": {"tls": {"secretName": "x"}}}, "fabricsched-system", check=False)
+    assert refused.returncode != 0 and "webhook.tls.caBundle" in refused.stderr
+
+
 # --- the real API server ---------------------------------------------------------------------
 
 SERVICE_MONITOR_CRD = """
@@ -439,6 +509,32 @@ def test_api_server_accepts_every_rendered_object_with(
     assert "PodSecurity" not in result.stderr, result.stderr
 
 
+def test_the_generated_webhook_certificate_survives_an_upgrade(helm: Helm, kubectl: Kubectl) -> None:
+    """A real `helm install` then `helm upgrade`: the chart reads its Secret back (`lookup`), so
+    the certificate and the configuration's caBundle stay; a fresh render would make new ones."""
+    release, namespace = "upgrade-check", f"chart-upgrade-{uuid.uuid4().hex[:6]}"
+    common = ("--namespace", namespace, "--kubeconfig", str(kubectl.kubeconfig))
+
+    def certificate() -> tuple[str, str]:
+        secret = kubectl.run("get", "secret", f"{release}-fabricsched-webhook-tls", "-n", namespace,
+                             "-o", "jsonpath={.data.tls\\.crt}").stdout
+        bundle = kubectl.run("get", "mutatingwebhookconfiguration", f"{release}-fabricsched",
+                             "-o", "jsonpath={.webhooks[0].clientConfig.caBundle}").stdout
+        return secret, bundle
+
+    try:
+        helm.run("install", release, str(CHART), "--create-namespace", "--skip-crds", *common)
+        installed = certificate()
+        assert all(installed), installed
+        helm.run("upgrade", release, str(CHART), "--set", "webhook.timeoutSeconds=3", *common)
+        assert certificate() == installed
+        assert kubectl.run("get", "mutatingwebhookconfiguration", f"{release}-fabricsched", "-o",
+                           "jsonpath={.webhooks[0].timeoutSeconds}").stdout == "3"
+    finally:
+        helm.run("uninstall", release, *common, check=False)
+        kubectl.run("delete", "namespace", namespace, "--wait=false", check=False)
+
+
 # --- the rendered RBAC, applied for real -------------------------------------------------------------
 
 
@@ -450,7 +546,10 @@ def release(helm: Helm, kubectl: Kubectl) -> Iterator[str]:
     """
     namespace = f"chart-rbac-{uuid.uuid4().hex[:6]}"
     kubectl.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}])
-    docs = [d for d in helm.render({}, namespace) if d["kind"] not in ("Deployment", "Service")]
+    # Nor the webhook configuration: it would send pods of labelled namespaces to a Service
+    # without endpoints (harmless, it fails open, but no business of this test).
+    docs = [d for d in helm.render({}, namespace)
+            if d["kind"] not in ("Deployment", "Service", "MutatingWebhookConfiguration")]
     kubectl.apply(docs)
     yield namespace
     for doc in docs:

@@ -89,3 +89,22 @@ tests/integration/test_chart.py compares both renderings).
     | replace "${lease_namespace}" .Release.Namespace
     | replace "${managed_resources}" (include "fabricsched.managedResources" .) }}
 {{- end }}
+
+{{/* The Secret holding the webhook's serving certificate (webhook.yaml, deployment.yaml). */}}
+{{- define "fabricsched.webhookSecretName" -}}
+{{- .Values.webhook.tls.secretName | default (printf "%s-webhook-tls" (include "fabricsched.fullname" .)) }}
+{{- end }}
+
+{{/*
+The GPU resources the webhook counts (--webhook-gpu-resource, one per line): the same names as
+fabricsched.managedResources, so the pods it sends to fabricsched are the ones the extender manages.
+*/}}
+{{- define "fabricsched.webhookGpuResourceArgs" -}}
+{{- $names := .Values.scheduler.gpuResources | default (list .Values.topology.gpuResource) }}
+{{- if .Values.topology.create }}
+{{- $names = append $names .Values.topology.gpuResource }}
+{{- end }}
+{{- range uniq $names }}
+- {{ printf "--webhook-gpu-resource=%s" . | quote }}
+{{- end }}
+{{- end }}

@@ -14,11 +14,13 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TypeVar
 
+from fabricsched.api import admission, schedconfig
 from fabricsched.app import options as run_options
 from fabricsched.controller import health_server, kube, logs, runtime
 from fabricsched.dashboard import server as dashboard_server
 from fabricsched.extender import locality, service
 from fabricsched.telemetry import access
+from fabricsched.webhook import options as webhook_options
 
 _DEFAULTS = runtime.Options(kubeconfig=None)
 _EXTENDER = service.ServiceOptions()
@@ -77,7 +79,34 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                      help="a directory spec.health.prometheus.access files may lie in (repeatable; "
                           f"default: {access.DEFAULT_CREDENTIALS_DIR})")
     run.add_argument("--verbose", action="store_true", help="debug logs, kopf's included")
+    _add_webhook_flags(run)
     run.set_defaults(handler=_run)
+
+
+def _add_webhook_flags(run: argparse.ArgumentParser) -> None:
+    run.add_argument("--webhook-address", default=admission.DEFAULT_ADDRESS, metavar="HOST:PORT",
+                     help="HTTPS address of the namespace opt-in webhook (default: %(default)s; "
+                          "see docs/webhook.md)")
+    run.add_argument("--webhook-cert-file", type=Path, default=None, metavar="FILE",
+                     help="PEM serving certificate of the webhook; the webhook is served only "
+                          "when this and --webhook-key-file are given (default: none, webhook off)")
+    run.add_argument("--webhook-key-file", type=Path, default=None, metavar="FILE",
+                     help="PEM private key of --webhook-cert-file")
+    run.add_argument("--webhook-gpu-resource", dest="webhook_gpu_resources", action="append",
+                     metavar="NAME",
+                     help="a pod requesting this resource is a GPU pod the webhook sends to "
+                          "fabricsched; repeat for several; use the gpuResource of every "
+                          f"FabricTopology (default: {schedconfig.DEFAULT_GPU_RESOURCE})")
+
+
+def _webhook_options(args: argparse.Namespace) -> webhook_options.WebhookOptions | None:
+    if args.webhook_cert_file is None and args.webhook_key_file is None:
+        return None
+    if args.webhook_cert_file is None or args.webhook_key_file is None:
+        raise ValueError("--webhook-cert-file and --webhook-key-file go together")
+    return _flagged("--webhook", lambda: webhook_options.WebhookOptions(
+        cert_file=args.webhook_cert_file, key_file=args.webhook_key_file, address=args.webhook_address,
+        gpu_resources=tuple(args.webhook_gpu_resources or (schedconfig.DEFAULT_GPU_RESOURCE,))))
 
 
 def resolve_kubeconfig(given: Path | None, environ: Mapping[str, str]) -> Path | None:
@@ -116,6 +145,7 @@ def options_from(args: argparse.Namespace) -> run_options.RunOptions:
         log_format=args.log_format,
         dashboard=_flagged("--dashboard-address",
                            lambda: dashboard_server.DashboardOptions(args.dashboard_address)),
+        webhook=_webhook_options(args),
     )
 
 

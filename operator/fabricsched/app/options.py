@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from fabricsched.controller import runtime
 from fabricsched.dashboard import server as dashboard_server
 from fabricsched.extender import service
+from fabricsched.webhook import options as webhook_options
 
 LOG_FORMATS = ("text", "json")
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
@@ -35,6 +36,8 @@ class RunOptions:
     log_format: str = "text"
     dashboard: dashboard_server.DashboardOptions = field(default_factory=dashboard_server.DashboardOptions)
     """The fabric page (``--dashboard-address``; an empty address turns it off)."""
+    webhook: webhook_options.WebhookOptions | None = None
+    """The namespace opt-in webhook; None: not served (no certificate given)."""
 
     def __post_init__(self) -> None:
         if self.log_format not in LOG_FORMATS:

@@ -14,11 +14,14 @@ import functools
 import logging
 from collections.abc import Callable
 
+from fabricsched.api import admission
 from fabricsched.app import dashboard
 from fabricsched.app import options as run_options
 from fabricsched.controller import kube, running, runtime
 from fabricsched.dashboard import server as dashboard_server
 from fabricsched.extender import service
+from fabricsched.webhook import options as webhook_options
+from fabricsched.webhook import server as webhook_server
 
 logger = logging.getLogger(__name__)
 
@@ -29,9 +32,12 @@ def extender_for(rt: runtime.Runtime, options: service.ServiceOptions) -> servic
 
 
 def companions(
-    extender: service.Service, page: Callable[[], running.Companion] | None = None
+    extender: service.Service,
+    webhook: webhook_options.WebhookOptions | None = None,
+    page: Callable[[], running.Companion] | None = None,
 ) -> running.Companions:
-    """What the operator's run gets of the extender (and the fabric page, when on)."""
+    """What the operator's run gets of the extender (and of the webhook and the fabric page, when
+    served)."""
     tasks: dict[str, Callable[[], running.Companion]] = {"extender": extender.run}
     if page is not None:
         tasks["dashboard"] = page
@@ -40,7 +46,17 @@ def companions(
         reserved=extender.reservations,
         gangs=extender.gangs_on_path,
         readiness=(extender,),
+        kopf_parts=webhook_parts(webhook),
     )
+
+
+def webhook_parts(webhook: webhook_options.WebhookOptions | None) -> tuple[running.KopfPart, ...]:
+    """kopf's admission handler and server for the namespace opt-in; none without a certificate."""
+    if webhook is None:
+        logger.info("namespace opt-in webhook off (no --webhook-cert-file)")
+        return ()
+    logger.info("namespace opt-in webhook on https://%s%s", webhook.address, admission.PATH)
+    return (functools.partial(webhook_server.install, options=webhook),)
 
 
 async def serve(options: run_options.RunOptions, stop_flag: asyncio.Event | None = None) -> None:
@@ -50,7 +66,8 @@ async def serve(options: run_options.RunOptions, stop_flag: asyncio.Event | None
     extender = extender_for(rt, options.extender)
     logger.info("extender on %s; coordination Lease %s/%s", options.extender.address,
                 options.leases.namespace, options.leases.name)
-    await running.serve(rt, companions(extender, _page(rt, extender, options.dashboard)), stop_flag)
+    page = _page(rt, extender, options.dashboard)
+    await running.serve(rt, companions(extender, options.webhook, page), stop_flag)
 
 
 def _page(

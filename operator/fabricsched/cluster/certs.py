@@ -118,7 +118,8 @@ def _make_ca(now: datetime.datetime) -> _Issuer:
 
 
 def _issue(ca: _Issuer, now: datetime.datetime, common_name: str, organizations: Sequence[str] = (),
-           *, server: bool = False) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+           *, server: bool = False, dns_names: Sequence[str] = APISERVER_DNS_NAMES,
+           ips: Sequence[str] = APISERVER_IPS) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
     key = _new_key()
     usage = ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH
     builder = (
@@ -138,8 +139,8 @@ def _issue(ca: _Issuer, now: datetime.datetime, common_name: str, organizations:
         )
     )
     if server:
-        sans: list[x509.GeneralName] = [x509.DNSName(n) for n in APISERVER_DNS_NAMES]
-        sans += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in APISERVER_IPS]
+        sans: list[x509.GeneralName] = [x509.DNSName(n) for n in dns_names]
+        sans += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ips]
         builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
     return builder.sign(ca.key, hashes.SHA256()), key
 
@@ -180,3 +181,15 @@ def generate(pki_dir: Path, now: datetime.datetime) -> Pki:
         service_account_key=pki_dir / "sa.key",
         service_account_pub=pki_dir / "sa.pub",
     )
+
+
+def issue_serving(pki_dir: Path, stem: str, common_name: str, dns_names: Sequence[str], ips: Sequence[str],
+                  now: datetime.datetime) -> KeyPair:
+    """One more serving certificate from the CA ``generate`` wrote into ``pki_dir`` (for a
+    server the API server calls, such as an admission webhook), saved as ``stem.crt/.key``."""
+    ca_cert = x509.load_pem_x509_certificate((pki_dir / "ca.crt").read_bytes())
+    ca_key = serialization.load_pem_private_key((pki_dir / "ca.key").read_bytes(), password=None)
+    if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
+        raise ValueError(f"{pki_dir / 'ca.key'} is not the ECDSA key of this PKI")
+    cert, key = _issue(_Issuer(ca_cert, ca_key), now, common_name, server=True, dns_names=dns_names, ips=ips)
+    return _save(pki_dir, stem, cert, key)

@@ -7,8 +7,9 @@ import shlex
 import sys
 from pathlib import Path
 
+from fabricsched.api import admission as admission_contract
 from fabricsched.api import schedconfig
-from fabricsched.cluster import components, controlplane, demo, errors
+from fabricsched.cluster import admission, components, controlplane, demo, errors
 
 DEFAULT_EXTENDER_URL = schedconfig.DEFAULT_EXTENDER_URL
 fabricsched_scheduler = components.fabricsched_scheduler
@@ -38,6 +39,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                          f"(default: {schedconfig.DEFAULT_GPU_RESOURCE})")
     up.add_argument("--no-fabricsched-scheduler", dest="fabricsched_scheduler", action="store_false",
                     help="start only the default kube-scheduler")
+    up.add_argument("--webhook-url", default=admission_contract.DEFAULT_URL, metavar="URL",
+                    help="https://<loopback IP>:<port> where `fabricsched run` serves the namespace "
+                         "opt-in webhook the cluster registers (default: %(default)s; docs/webhook.md)")
+    up.add_argument("--no-webhook", dest="webhook", action="store_false",
+                    help="register no namespace opt-in webhook")
     up.set_defaults(handler=_up)
 
     down = actions.add_parser("down", help="stop the cluster recorded in DIR/state.json")
@@ -59,10 +65,21 @@ def _up(args: argparse.Namespace) -> int:
         resources = args.gpu_resources or [schedconfig.DEFAULT_GPU_RESOURCE]
         extra = [components.fabricsched_scheduler(args.extender_url, gpu_resources=resources)] \
             if args.fabricsched_scheduler else []
+        if args.webhook:
+            admission.loopback_url(args.webhook_url)
         plane = controlplane.up(args.dir, args.nodes, extra_schedulers=extra,
                                 options=controlplane.Options(timeout=args.timeout))
     except (errors.ClusterError, ValueError) as e:
         return _fail("up", e)
+    if args.webhook:
+        try:
+            with plane.client() as api:
+                webhook = admission.register(plane.dir, api, args.webhook_url)
+        except (errors.ClusterError, OSError, ValueError) as e:
+            controlplane.down(plane.dir)
+            return _fail("up", e)
+        print(f"namespace opt-in webhook registered for {webhook.url}; serve it with: fabricsched run "
+              + " ".join(shlex.quote(flag) for flag in webhook.run_flags()))
     timings = plane.timings
     print(f"cluster up in {timings['total']:.1f} s ({len(plane.node_names)} nodes created in "
           f"{timings.get('nodes', 0.0):.1f} s); logs in {plane.dir / 'logs'}")

@@ -37,6 +37,8 @@ logger = logging.getLogger(__name__)
 
 Companion = Coroutine[Any, Any, None]
 """A part that runs as long as the operator (the extender's service): cancelled at shutdown."""
+KopfPart = Callable[[kopf.OperatorRegistry, kopf.OperatorSettings], None]
+"""Registers handlers on the operator's kopf registry and adjusts its settings."""
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,8 @@ class Companions:
     """Which gangs an element touches (the extender's path index): status and Events name them."""
     readiness: Sequence[views.Readiness] = ()
     """Parts that must be ready for ``/readyz`` besides the state's initial listings."""
+    kopf_parts: Sequence[KopfPart] = ()
+    """Parts that add their own handlers and settings to kopf's (the admission webhook)."""
 
 
 def build(options: runtime.Options, api: client.ApiClient,
@@ -86,6 +90,9 @@ async def serve(rt: runtime.Runtime, companions: Companions,
     reporter.forward_health(rt.state, rt.recorder, rt.metrics, rt.clock, companions.gangs)
     registry = kopf.OperatorRegistry()
     handlers.register(registry, rt)
+    settings = handlers.settings(rt)
+    for part in companions.kopf_parts:
+        part(registry, settings)
 
     background: list[asyncio.Task[None]] = [
         asyncio.create_task(rt.recorder.run(), name="event poster"),
@@ -98,7 +105,7 @@ async def serve(rt: runtime.Runtime, companions: Companions,
     try:
         await kopf.operator(
             registry=registry,
-            settings=handlers.settings(rt),
+            settings=settings,
             standalone=True,
             clusterwide=True,
             stop_flag=stop_flag,
