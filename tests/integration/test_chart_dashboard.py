@@ -21,7 +21,7 @@ def test_by_default_the_page_listens_on_the_pods_loopback_with_no_service(helm: 
     docs = helm.render({}, "fabricsched-system")
     container = fabricsched_container(docs)
     assert "--dashboard-address=127.0.0.1:8082" in container["args"]
-    assert [p["name"] for p in container["ports"]] == ["metrics"]
+    assert "dashboard" not in [p["name"] for p in container["ports"]]
     assert not [d for d in docs if d["kind"] == "Service" and d["metadata"]["name"].endswith("-dashboard")]
 
 
