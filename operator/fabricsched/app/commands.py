@@ -17,6 +17,7 @@ from typing import TypeVar
 from fabricsched.api import admission, schedconfig
 from fabricsched.app import options as run_options
 from fabricsched.controller import health_server, kube, logs, runtime
+from fabricsched.dashboard import server as dashboard_server
 from fabricsched.extender import locality, service
 from fabricsched.telemetry import access
 from fabricsched.webhook import options as webhook_options
@@ -24,6 +25,7 @@ from fabricsched.webhook import options as webhook_options
 _DEFAULTS = runtime.Options(kubeconfig=None)
 _EXTENDER = service.ServiceOptions()
 _LEASES = run_options.LeaseOptions()
+_DASHBOARD = dashboard_server.DashboardOptions()
 T = TypeVar("T")
 
 
@@ -40,6 +42,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                      help="address of /healthz, /readyz and /metrics (default: %(default)s)")
     run.add_argument("--extender-address", default=_EXTENDER.address, metavar="HOST:PORT",
                      help="address of the scheduler extender (default: %(default)s)")
+    run.add_argument("--dashboard-address", default=_DASHBOARD.address, metavar="HOST:PORT",
+                     help="address of the read-only fabric page; '' turns it off (default: %(default)s; "
+                          "see docs/dashboard.md)")
     run.add_argument("--reservation-ttl", type=float, default=_EXTENDER.reservation_ttl_s, metavar="SECONDS",
                      help="let go of a plan's unbound ranks after this long without a newly bound one "
                           "(default: %(default)s)")
@@ -138,6 +143,8 @@ def options_from(args: argparse.Namespace) -> run_options.RunOptions:
         extender=_extender_options(args),
         leases=_flagged("--namespace-for-leases", lambda: run_options.LeaseOptions(args.lease_namespace)),
         log_format=args.log_format,
+        dashboard=_flagged("--dashboard-address",
+                           lambda: dashboard_server.DashboardOptions(args.dashboard_address)),
         webhook=_webhook_options(args),
     )
 

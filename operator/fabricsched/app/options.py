@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass, field
 
 from fabricsched.controller import runtime
+from fabricsched.dashboard import server as dashboard_server
 from fabricsched.extender import service
 from fabricsched.webhook import options as webhook_options
 
@@ -33,6 +34,8 @@ class RunOptions:
     extender: service.ServiceOptions = field(default_factory=service.ServiceOptions)
     leases: LeaseOptions = field(default_factory=LeaseOptions)
     log_format: str = "text"
+    dashboard: dashboard_server.DashboardOptions = field(default_factory=dashboard_server.DashboardOptions)
+    """The fabric page (``--dashboard-address``; an empty address turns it off)."""
     webhook: webhook_options.WebhookOptions | None = None
     """The namespace opt-in webhook; None: not served (no certificate given)."""
 

@@ -4,6 +4,7 @@ its state, and the views each gives the other.
     operator state ──StateView, Recorder──▶ extender service
     extender book  ──ReservedGpus────────▶ status reporter
     extender       ──Readiness───────────▶ /readyz
+    both, in memory ─view.Source─────────▶ the fabric page (``dashboard``; --dashboard-address)
 """
 
 from __future__ import annotations
@@ -11,10 +12,13 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+from collections.abc import Callable
 
 from fabricsched.api import admission
+from fabricsched.app import dashboard
 from fabricsched.app import options as run_options
 from fabricsched.controller import kube, running, runtime
+from fabricsched.dashboard import server as dashboard_server
 from fabricsched.extender import service
 from fabricsched.webhook import options as webhook_options
 from fabricsched.webhook import server as webhook_server
@@ -27,11 +31,18 @@ def extender_for(rt: runtime.Runtime, options: service.ServiceOptions) -> servic
     return service.on_api(rt.state, rt.api, rt.recorder, rt.clock, options, rt.metrics.registry)
 
 
-def companions(extender: service.Service,
-               webhook: webhook_options.WebhookOptions | None = None) -> running.Companions:
-    """What the operator's run gets of the extender (and of the webhook, when served)."""
+def companions(
+    extender: service.Service,
+    webhook: webhook_options.WebhookOptions | None = None,
+    page: Callable[[], running.Companion] | None = None,
+) -> running.Companions:
+    """What the operator's run gets of the extender (and of the webhook and the fabric page, when
+    served)."""
+    tasks: dict[str, Callable[[], running.Companion]] = {"extender": extender.run}
+    if page is not None:
+        tasks["dashboard"] = page
     return running.Companions(
-        tasks={"extender": extender.run},
+        tasks=tasks,
         reserved=extender.reservations,
         gangs=extender.gangs_on_path,
         readiness=(extender,),
@@ -55,4 +66,16 @@ async def serve(options: run_options.RunOptions, stop_flag: asyncio.Event | None
     extender = extender_for(rt, options.extender)
     logger.info("extender on %s; coordination Lease %s/%s", options.extender.address,
                 options.leases.namespace, options.leases.name)
-    await running.serve(rt, companions(extender, options.webhook), stop_flag)
+    page = _page(rt, extender, options.dashboard)
+    await running.serve(rt, companions(extender, options.webhook, page), stop_flag)
+
+
+def _page(
+    rt: runtime.Runtime, extender: service.Service, options: dashboard_server.DashboardOptions
+) -> Callable[[], running.Companion] | None:
+    """The fabric page's task on the process's state, or None when it is off."""
+    if not options.enabled:
+        return None
+    source = dashboard.source(rt.state, extender.coordinator)
+    logger.info("fabric page on http://%s/", options.address)
+    return functools.partial(dashboard_server.serve, source, options)

@@ -16,7 +16,8 @@ the Pending objects read back after a restart.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Collection
+import types
+from collections.abc import Callable, Collection, Mapping
 
 from fabricsched import ids
 from fabricsched.api.placement import PlacementPhase
@@ -124,6 +125,10 @@ class PendingBoard:
     @property
     def waiting(self) -> int:
         return len(self._last)
+
+    def waiting_gangs(self) -> Mapping[ids.GangKey, tuple[str, str, float]]:
+        """Each waiting gang's last (reason, message, when written), read-only (the fabric page)."""
+        return types.MappingProxyType(self._last)
 
 
 def reason_of(why: request.NoFit) -> str:

@@ -18,6 +18,7 @@ from fabricsched.placement import request
 from fabricsched.sim import (
     engine,
     errors,
+    fabric_page,
     fabrics,
     manifests,
     plots,
@@ -56,6 +57,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                      help="result.json; with --compare a directory that gets result-<policy>.json each")
     sim.add_argument("--compare", action="store_true", help="run every policy and print them side by side")
     sim.add_argument("--plot", type=Path, help="PNG: slowdown CDF, wait CDF, utilisation over time")
+    sim.add_argument("--report", type=Path, metavar="HTML",
+                     help="the fabric page as one static HTML file: the fabric at the last job start, "
+                     "the summary, the plots and every job (see docs/dashboard.md)")
     sim.add_argument("--quiet", action="store_true", help="no progress bar, no table")
     sim.set_defaults(handler=simulate)
 
@@ -118,6 +122,7 @@ def simulate(args: argparse.Namespace) -> int:
             return _fail(f"--out {args.out}: with --compare, --out must be a directory")
         args.out.mkdir(parents=True, exist_ok=True)
     documents: dict[str, dict[str, Any]] = {}
+    runs: dict[str, results.Run] = {}
     total_gpus = 0
     for name in names:
         bar = report.ProgressBar(name) if not args.quiet else None
@@ -125,6 +130,7 @@ def simulate(args: argparse.Namespace) -> int:
         if bar is not None:
             bar.close()
         total_gpus = run.total_gpus
+        runs[name] = run
         documents[name] = results.document(run)
         if name == "fabric":
             # The settings behind the figures; result.json keeps its three top-level keys.
@@ -135,12 +141,31 @@ def simulate(args: argparse.Namespace) -> int:
         target.write_text(json.dumps(documents[name], indent=1) + "\n", encoding="utf-8")
     if not args.quiet:
         print(report.table({n: d["summary"] for n, d in documents.items()}))
+    title = f"{fabric_name(args.topology)}: {args.jobs.name}"
     if args.plot is not None:
         try:
-            plots.plot(documents, total_gpus, args.plot, title=args.jobs.name)
+            plots.plot(documents, total_gpus, args.plot, title=title)
         except plots.PlotUnavailable as e:
             return _fail(str(e))
+    if args.report is not None:
+        shown = runs.get(args.policy) or runs[names[0]]
+        page = fabric_page.render(scn, shown, fabric_name(args.topology), documents, title)
+        args.report.parent.mkdir(parents=True, exist_ok=True)
+        args.report.write_text(page, encoding="utf-8")
     return 0
+
+
+def fabric_name(topology_path: Path) -> str:
+    """The FabricTopology's ``metadata.name`` (the plots' title), else the file's stem."""
+    try:
+        for doc in yaml.safe_load_all(topology_path.read_text(encoding="utf-8")):
+            if isinstance(doc, dict) and doc.get("kind") == "FabricTopology":
+                name = (doc.get("metadata") or {}).get("name")
+                if isinstance(name, str) and name:
+                    return name[:253]
+    except (OSError, yaml.YAMLError):
+        pass
+    return topology_path.stem
 
 
 def generate_trace(args: argparse.Namespace) -> int:

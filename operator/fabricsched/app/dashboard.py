@@ -1,0 +1,87 @@
+"""The fabric page's view of one ``fabricsched run`` process: the operator's snapshots and
+health, the extender's book, path index and Pending board, read in memory (``view.Source``).
+
+``version`` is what every page request pays: the state's generation, the path index's version,
+the book's entries (immutable objects: a moved plan is a new object) and the Pending board's
+records. Only when it moved does ``snapshot`` walk them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+
+from fabricsched.controller import state as cluster_state
+from fabricsched.dashboard import view
+from fabricsched.extender import coordinator as extender_coordinator
+from fabricsched.extender import gangs
+
+
+class ProcessSource:
+    def __init__(self, state: cluster_state.ClusterState, extender: extender_coordinator.Coordinator) -> None:
+        self.state = state
+        self.extender = extender
+        """The extender's coordinator: its book, path index and Pending board."""
+
+    def version(self) -> Hashable:
+        board = self.extender.pending
+        return (
+            self.state.generation,
+            self.extender.path_health.version,
+            tuple(self.extender.book.entries()),
+            tuple(board.waiting_gangs().items()),
+        )
+
+    def snapshot(self) -> view.Snapshot:
+        return view.Snapshot(self._fabrics(), self._gangs(), self._pending())
+
+    def _fabrics(self) -> list[view.FabricFacts]:
+        found = []
+        for name, topology in self.state.topologies.items():
+            snap = self.state.snapshot(name)
+            if snap is None:
+                continue
+            found.append(view.FabricFacts(
+                name, snap.fabric, snap.free_gpus, self.extender.book.reserved_in(name), topology.health()
+            ))
+        return found
+
+    def _gangs(self) -> list[view.GangFacts]:
+        return [
+            view.GangFacts(
+                key=e.key, namespace=e.namespace, name=e.name, topology=e.topology, phase=e.phase.value,
+                size=e.size, gpus_per_pod=e.gpus_per_pod, tier=e.tier, required=e.required,
+                hosts=tuple(node for _, node in e.placed()), slowdown=e.comm_slowdown,
+                slowdown_at_placement=e.comm_slowdown_at_placement or e.comm_slowdown,
+                degraded_path=e.degraded_path,
+            )
+            for e in self.extender.book.entries()
+            if e.active
+        ]
+
+    def _pending(self) -> list[view.PendingFacts]:
+        board = self.extender.pending
+        waiting = board.waiting_gangs()
+        if not waiting:
+            return []
+        # The board remembers a gang until it is planned: show only gangs with a live pod waiting.
+        live = {
+            gangs.membership(p)[0]
+            for p in self.state.pods.values()
+            if p.node is None and not gangs.pod_ended(p)
+        }
+        found = []
+        for key, (reason, message, _) in sorted(waiting.items()):
+            if key not in live:
+                continue
+            namespace, _, rest = str(key).partition("/")
+            found.append(view.PendingFacts(
+                key, namespace, rest.partition("@")[0], None, reason, message, board.since.get(key)
+            ))
+        return found
+
+
+def source(state: cluster_state.ClusterState, extender: extender_coordinator.Coordinator) -> view.Source:
+    return ProcessSource(state, extender)
+
+
+
