@@ -210,7 +210,7 @@ def test_a_gang_podgroup_is_the_gang_and_a_basic_one_falls_through() -> None:
     found = resolve(pod("p-0", {}, pod_group="pg"), gang)
     assert isinstance(found, src.Membership)
     assert (found.source, found.key, found.size, found.rank) == (
-        src.Source.POD_GROUP, "train/pg@uid-pg", 3, None)
+        src.Source.POD_GROUP, "train/pg@podgroup", 3, None)
     basic = Owners(pod_groups={"pg": src.PodGroupFacts("pg", "uid-pg", gang_min_count=None)})
     alone = resolve(pod("p-0", {}, pod_group="pg"), basic)
     assert isinstance(alone, src.Membership) and alone.source is src.Source.POD and alone.size == 1
