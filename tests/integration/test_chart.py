@@ -472,6 +472,10 @@ ALLOWED = {
     "list nodes": ("list", "nodes"),
     "watch pods in any namespace": ("watch", "pods", "--all-namespaces"),
     "list jobs in any namespace": ("list", "jobs.batch", "--all-namespaces"),
+    "get jobsets in any namespace": ("get", "jobsets.jobset.x-k8s.io", "--all-namespaces"),
+    "get pytorchjobs": ("get", "pytorchjobs.kubeflow.org", "-n", "train"),
+    "get mpijobs": ("get", "mpijobs.kubeflow.org", "-n", "train"),
+    "get podgroups": ("get", "podgroups.scheduling.k8s.io", "-n", "train"),
     "patch fabrictopologies/status": ("patch", "fabrictopologies.fabricsched.io", "--subresource=status"),
     "create fabricplacements": ("create", "fabricplacements.fabricsched.io", "-n", "train"),
     "update fabricplacements/status": ("update", "fabricplacements.fabricsched.io", "--subresource=status",
@@ -502,6 +506,8 @@ DENIED = {
     "create fabrictopologies": ("create", "fabrictopologies.fabricsched.io"),
     "patch fabrictopologies (only their status)": ("patch", "fabrictopologies.fabricsched.io"),
     "update jobs": ("update", "jobs.batch", "-n", "train"),
+    "update jobsets": ("update", "jobsets.jobset.x-k8s.io", "-n", "train"),
+    "delete podgroups": ("delete", "podgroups.scheduling.k8s.io", "-n", "train"),
     "read other configmaps in kube-system": ("get", "configmaps/kube-proxy", "-n", "kube-system"),
 }
 
