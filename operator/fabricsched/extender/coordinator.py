@@ -37,6 +37,7 @@ from fabricsched.extender import (
     ports,
     reservations,
     verdicts,
+    workload_refs,
 )
 from fabricsched.placement import patience, request, session
 from fabricsched.ports import changes
@@ -110,6 +111,9 @@ class Coordinator:
         self.path_health = path_health.PathHealth(state, book, writer, events, clock)
         """Running gangs' path health follows the fabric (the book's ``annotate`` hook)."""
         book.annotate = self.path_health.annotate
+        self.workloads = workload_refs.Registry()
+        """Gang -> its workload object (JobSet, PyTorchJob, ...), the target of its path Events."""
+        self.path_health.workload_of = self.workloads.workload_of
         self.pending = pending.PendingBoard(writer, clock)
         """Gangs without a plan yet: a Pending FabricPlacement says why (rate-limited writes)."""
         self.follower = following.Follower(state, book, writer, clock, self.path_health, self.member)
@@ -258,6 +262,7 @@ class Coordinator:
             planning.new_entry(gang, snapshot.name, snapshot.fabric, made), self.clock()
         )
         self.writer.submit(entry)
+        self.workloads.remember(entry.key, pod)
         self.pending.planned(entry, created)
         summary = "; ".join(entry.reasons) or "planned"
         if entry.degraded_path:
@@ -395,6 +400,7 @@ class Coordinator:
     def housekeeping(self) -> None:
         """Expire idle reservations, release gangs whose pods all ended, forget old clocks."""
         self.follower.housekeeping()
+        self.workloads.keep({e.key for e in self.book.entries()})
         self._clocks.prune(self.clock())
         cutoff = self.clock() - self.options.event_interval_s
         self._noticed = {k: t for k, t in self._noticed.items() if t > cutoff}
@@ -403,6 +409,10 @@ class Coordinator:
         """Rebuild the book from FabricPlacement objects and bound pods (after a restart); from
         then on decisions are made."""
         await self.follower.restore()
+        for pod in self.state.pods.values():
+            key = self.owners.key(pod)
+            if not self.workloads.knows(key) and self.book.get(key) is not None:
+                self.workloads.remember(key, pod)
         self.ready = True
 
     def _notice(

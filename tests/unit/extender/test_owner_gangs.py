@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from extender_harness import Harness, fabric_nodes, leaf_of
+from test_path_health import relabel
 
 from builders import PodBuilder, make_pod
 from fabricsched.extender import gang_sources, placements, verdicts
@@ -154,3 +155,25 @@ def test_a_gang_podgroup_is_one_gang_and_a_basic_one_is_not(harness: Harness) ->
     assert entry.key == "train/pg@podgroup" and sorted(entry.bound) == [0, 1, 2]
     assert len({leaf_of(n) for n in placed}) == 1
     assert placements.manifest_of(entry)["spec"]["jobUID"] == "podgroup"
+
+
+def test_path_events_of_a_jobset_gang_go_to_the_jobset_also_after_a_restart(harness: Harness) -> None:
+    owners = with_owners(harness)
+    owners.objects[("JobSet", "train", "llm")] = jobset("llm", "uid-js", jobs=1, pods=2)
+    pods = [jobset_pod("llm", "uid-js", 0, c) for c in range(2)]
+    for pod in pods:
+        harness.state.apply_pod(pod.build())
+    placed = [harness.place(pod) for pod in pods]
+    harness.events.events.clear()
+    relabel(harness, placed[0], "degraded")
+    subjects = sorted(s for s, why, _, _ in harness.events.events if why == "PathDegraded")
+    assert subjects == ["FabricPlacement/llm", "JobSet/llm"]
+
+    again = Harness(fabric_nodes())
+    again.store.objects = harness.store.objects
+    for pod, node in zip(pods, placed, strict=True):
+        again.state.apply_pod(pod.on(node).build())
+    again.restore()
+    relabel(again, placed[1], "degraded")
+    subjects = sorted(s for s, why, _, _ in again.events.events if why == "PathDegraded")
+    assert subjects == ["FabricPlacement/llm", "JobSet/llm"]
