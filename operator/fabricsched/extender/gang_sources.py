@@ -101,6 +101,9 @@ class TrainingJobFacts:
     uid: str
     replicas: Mapping[str, Replica] = field(default_factory=dict)
     """By replica type in lower case, as the pods' labels spell it (``master``, ``worker``)."""
+    workers_counted_after_lead: bool = False
+    """An MPIJob with ``runLauncherAsWorker``: mpi-operator already labels worker ``i`` with
+    replica index ``i + 1`` (the launcher is 0), so the index is the rank."""
 
 
 @dataclass(frozen=True)
@@ -370,7 +373,7 @@ def _training_job(pod: nodes.PodUsage, spec: Mapping[str, Any], lookup: OwnerLoo
         return Unsized(source, f"pod of {shown} without {KUBEFLOW_REPLICA_INDEX}")
     # The leading replica (PyTorch master, an MPI launcher with GPUs) is rank 0 and the
     # workers follow it, as PyTorch's RANK does.
-    offset = members[lead].replicas if lead in members else 0
+    offset = members[lead].replicas if lead in members and not facts.workers_counted_after_lead else 0
     rank = index if role == lead else offset + index
     if rank >= size:
         return Unsized(source, f"rank {rank} is outside {shown}'s {size} GPU replicas")
@@ -448,7 +451,8 @@ def training_job_facts(manifest: Mapping[str, Any],
         replicas[str(replica_type).lower()] = Replica(
             _whole(item.get("replicas"), 1), _template_gpus(item.get("template"), gpu_resource))
     return TrainingJobFacts(kind, parsing.string(metadata.get("name"), "metadata.name"),
-                            parsing.string(metadata.get("uid"), "metadata.uid"), replicas)
+                            parsing.string(metadata.get("uid"), "metadata.uid"), replicas,
+                            kind == "MPIJob" and spec.get("runLauncherAsWorker") is True)
 
 
 def pod_group_facts(manifest: Mapping[str, Any]) -> PodGroupFacts:

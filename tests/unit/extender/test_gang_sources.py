@@ -177,6 +177,17 @@ def test_mpijob_workers_are_the_gang_and_a_launcher_without_gpus_is_not_a_member
     assert [m.rank for m in members if isinstance(m, src.Membership)] == [0, 1, 2, 3]
 
 
+def test_an_mpijob_running_its_launcher_as_a_worker_is_ranked_by_the_padded_index() -> None:
+    # mpi-operator pkg/controller/mpi_job_controller.go, workerReplicaIndexLabel: with
+    # runLauncherAsWorker the launcher is index 0 and worker i is labelled i + 1.
+    facts = src.TrainingJobFacts("MPIJob", "hvd", "uid-mpi", {
+        "launcher": src.Replica(1, 8), "worker": src.Replica(3, 8)}, workers_counted_after_lead=True)
+    owners = Owners(training={("MPIJob", "hvd"): facts})
+    ranks = [resolve(mpi_pod("launcher", 0), owners)] + [resolve(mpi_pod("worker", i + 1), owners)
+                                                          for i in range(3)]
+    assert [m.rank for m in ranks if isinstance(m, src.Membership)] == [0, 1, 2, 3]
+
+
 # --- LeaderWorkerSet ------------------------------------------------------------------------
 
 def lws_pod(group: int, worker: int, size: str = "4") -> Any:
