@@ -107,6 +107,7 @@ crd_modules=(
   "github.com/kubeflow/training-operator v1.9.3 manifests/base/crds/kubeflow.org_pytorchjobs.yaml"
   "github.com/kubeflow/mpi-operator v0.8.0 manifests/base/kubeflow.org_mpijobs.yaml"
   "github.com/kubeflow/trainer/v2 v2.3.0 manifests/base/crds/trainer.kubeflow.org_trainjobs.yaml"
+  "github.com/kubeflow/trainer/v2 v2.3.0 manifests/base/crds/trainer.kubeflow.org_trainingruntimes.yaml"
 )
 for entry in "${crd_modules[@]}"; do
   read -r module version path <<<"$entry"

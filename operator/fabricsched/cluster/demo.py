@@ -31,7 +31,7 @@ import yaml
 from fabricsched.api import placement as placement_api
 from fabricsched.api import schedconfig
 from fabricsched.api import topology as topology_api
-from fabricsched.cluster import components, controlplane, errors, processes, rest, tour
+from fabricsched.cluster import components, controlplane, demo_workloads, errors, processes, rest, tour
 
 OPERATOR = "fabricsched"
 """Component name of ``fabricsched run`` in the state file and its log (``logs/fabricsched.log``)."""
@@ -77,6 +77,8 @@ class Tour:
     operator: processes.ProcessRecord
     """``fabricsched run``, as recorded in the cluster's state file."""
     _children: list[subprocess.Popen[bytes]] = field(default_factory=list, repr=False)
+    pod_group: dict[str, Any] | None = None
+    """The native PodGroup gang's Bound FabricPlacement (the tour's non-Job workload)."""
 
     def report(self) -> str:
         return tour.render(self.placements, self.pods, self.nodes, self.topology)
@@ -334,12 +336,14 @@ def up(options: Options = Options(), say: Callable[[str], None] = print) -> Tour
         timings["operator"] = time.monotonic() - t
         t = time.monotonic()
         placements, status = _place_jobs(api, options, jobs, topology["metadata"]["name"], operator, say)
+        pod_group = demo_workloads.run_pod_group(
+            api, options.namespace, lambda what, check: _wait(what, check, options.timeout, operator))
         timings["jobs"] = time.monotonic() - t
         result = Tour(
             dir=plane.dir, kubeconfig=plane.kubeconfig, kubectl=plane.binaries.kubectl, health_address=health,
             extender_address=extender, namespace=options.namespace, topology=status, placements=placements,
             pods=_pods(api, options.namespace), nodes=api.call("GET", "/api/v1/nodes")["items"],
-            timings=timings, operator=operator, _children=children,
+            timings=timings, operator=operator, _children=children, pod_group=pod_group,
         )
     except BaseException:
         down(options.dir)
@@ -383,6 +387,9 @@ def _print_tour(result: Tour, stop: str) -> None:
     print()
     print(result.report())
     print()
+    if result.pod_group is not None:
+        print(tour.pod_group_section(result.pod_group, result.pods, result.nodes, result.topology))
+        print()
     print(f"$ kubectl get ft\n{_kubectl(result.kubectl, result.kubeconfig, 'get', 'ft').rstrip()}")
     print()
     print(_epilogue(result, stop))
