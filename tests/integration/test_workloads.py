@@ -18,24 +18,23 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import test_extender
 import yaml
 from clusterkit import find_binaries_or_skip
-from test_extender import (  # noqa: F401 - the fixtures give this module its own cluster
-    REPO,
-    Fabric,
-    fabric,
-    leaf_changes,
-    ns,
-    trainer_spec,
-)
+from test_extender import REPO, Fabric, leaf_changes, trainer_spec
 from waiting import wait_for
 
 from fabricsched.cluster import binaries, jobset, kwok
 
+# test_extender's fixtures: this module gets a cluster of its own, set up the same way.
+fabric = test_extender.fabric
+ns = test_extender.ns
+
 CRDS = {
     "pytorchjobs.kubeflow.org": "github.com_kubeflow_training-operator-v1.9.3/kubeflow.org_pytorchjobs.yaml",
     "mpijobs.kubeflow.org": "github.com_kubeflow_mpi-operator-v0.8.0/kubeflow.org_mpijobs.yaml",
-    "trainjobs.trainer.kubeflow.org": "github.com_kubeflow_trainer_v2-v2.3.0/trainer.kubeflow.org_trainjobs.yaml",
+    "trainjobs.trainer.kubeflow.org":
+        "github.com_kubeflow_trainer_v2-v2.3.0/trainer.kubeflow.org_trainjobs.yaml",
     "trainingruntimes.trainer.kubeflow.org":
         "github.com_kubeflow_trainer_v2-v2.3.0/trainer.kubeflow.org_trainingruntimes.yaml",
 }
@@ -108,7 +107,9 @@ def all_but_one_leaf_degraded(fabric: Fabric, degrade: Callable[[list[str]], Non
     return healthy, hosts
 
 
-def bound(fabric: Fabric, namespace: str, count: int, rank_of: Callable[[dict[str, Any]], int | None]) -> list[str]:
+def bound(
+    fabric: Fabric, namespace: str, count: int, rank_of: Callable[[dict[str, Any]], int | None],
+) -> list[str]:
     """Nodes of the ``count`` ranked pods by rank, once all are bound (marked Running)."""
 
     def ready() -> list[str] | None:
@@ -296,7 +297,8 @@ def test_a_native_podgroup_gang_lands_in_one_leaf_off_degraded_hosts(
     healthy, degraded = all_but_one_leaf_degraded(fabric, degrade)
     apply(fabric, ns, EXAMPLES / "podgroup.yaml")
     pods = {p["metadata"]["name"]: p for p in fabric.pods(ns)}
-    assert len(pods) == 4 and all(p["spec"]["schedulingGroup"]["podGroupName"] == "train" for p in pods.values())
+    assert len(pods) == 4
+    assert all(p["spec"]["schedulingGroup"]["podGroupName"] == "train" for p in pods.values())
     placed = bound(fabric, ns, 4, lambda p: sorted(pods).index(p["metadata"]["name"]))
     one_leaf_off_degraded(fabric, sorted(placed), healthy, sorted(degraded))
     planned = placement(fabric, ns, "train")

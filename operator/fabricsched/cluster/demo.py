@@ -81,7 +81,10 @@ class Tour:
     """The native PodGroup gang's Bound FabricPlacement (the tour's non-Job workload)."""
 
     def report(self) -> str:
-        return tour.render(self.placements, self.pods, self.nodes, self.topology)
+        text = tour.render(self.placements, self.pods, self.nodes, self.topology)
+        if self.pod_group is not None:
+            text += "\n\n" + tour.pod_group_section(self.pod_group, self.pods, self.nodes, self.topology)
+        return text
 
     def down(self) -> list[str]:
         """Stop this demo; returns the components that needed SIGKILL."""
@@ -387,9 +390,6 @@ def _print_tour(result: Tour, stop: str) -> None:
     print()
     print(result.report())
     print()
-    if result.pod_group is not None:
-        print(tour.pod_group_section(result.pod_group, result.pods, result.nodes, result.topology))
-        print()
     print(f"$ kubectl get ft\n{_kubectl(result.kubectl, result.kubeconfig, 'get', 'ft').rstrip()}")
     print()
     print(_epilogue(result, stop))

@@ -48,4 +48,11 @@ def run_pod_group(
         return body if status == 200 and (body.get("status") or {}).get("phase") == "Bound" else None
 
     found: dict[str, Any] = wait(f"the PodGroup {namespace}/{group} gang to be Bound", bound)
+
+    def running() -> bool:
+        pods = api.call("GET", _PATHS["Pod"].format(ns=namespace))["items"]
+        members = [p for p in pods if (p["spec"].get("schedulingGroup") or {}).get("podGroupName") == group]
+        return bool(members) and all(p["status"].get("phase") == "Running" for p in members)
+
+    wait(f"the pods of PodGroup {namespace}/{group} to run", running)
     return found
