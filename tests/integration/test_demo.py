@@ -76,7 +76,7 @@ def _degraded_hosts() -> set[str]:
 
 def _bound_nodes(tour: demo.Tour, job: str) -> list[str]:
     """Nodes of the job's pods, in rank order."""
-    pods = [p for p in tour.pods if p["metadata"]["labels"].get(demo.JOB_NAME_LABEL) == job]
+    pods = [p for p in tour.pods if p["metadata"].get("labels", {}).get(demo.JOB_NAME_LABEL) == job]
     pods.sort(key=lambda p: int(p["metadata"]["labels"]["batch.kubernetes.io/job-completion-index"]))
     return [p["spec"]["nodeName"] for p in pods]
 
