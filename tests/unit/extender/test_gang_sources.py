@@ -311,3 +311,21 @@ def test_an_owner_with_a_wrong_typed_field_is_invalid_not_a_crash() -> None:
     with pytest.raises(ValueError):
         src.jobset_facts({"metadata": {"name": "x"},
                           "spec": {"replicatedJobs": [{"name": "a", "replicas": "2"}]}})
+
+
+# --- one key for every caller -------------------------------------------------------------
+
+def test_gang_key_is_the_key_resolve_and_membership_give_for_every_source() -> None:
+    training = {("PyTorchJob", "bert"): PYTORCH, ("MPIJob", "hvd"): MPI}
+    owners = Owners(jobsets={"llm": TRAINER}, training=training,
+                    pod_groups={"pg": src.PodGroupFacts("pg", "uid-pg", gang_min_count=2)})
+    pods = [jobset_pod("node", 1, 2, 1), pytorch_pod("worker", 3), mpi_pod("worker", 1), lws_pod(1, 2),
+            pod("pg-0", {}, pod_group="pg"), pod("g-0", {gangs.GANG_LABEL: "g"}),
+            pod("lone", {})]
+    for usage, spec in pods:
+        found = src.resolve(usage, spec, owners)
+        assert isinstance(found, src.Membership), (usage.name, found)
+        assert src.gang_key(usage, owners) == found.key, usage.name
+        assert src.membership(usage, owners) == (found.key, found.rank), usage.name
+        # Without its owner known, the pod still has the same key (bind tracking, restore).
+        assert src.gang_key(usage, Owners()) == found.key, usage.name
