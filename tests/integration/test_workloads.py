@@ -130,6 +130,21 @@ def bound(
     return placed
 
 
+def events(fabric: Fabric, namespace: str, reason: str) -> set[tuple[str, str]]:
+    items = fabric.api.call("GET", f"/api/v1/namespaces/{namespace}/events")["items"]
+    return {(e["involvedObject"]["kind"], e["involvedObject"]["name"])
+            for e in items if e["reason"] == reason}
+
+
+def scheduling_message(fabric: Fabric, namespace: str, pod: str) -> str:
+    """The pod's PodScheduled=False message: what `kubectl describe pod` shows."""
+    found = fabric.api.call("GET", f"/api/v1/namespaces/{namespace}/pods/{pod}")
+    for condition in (found.get("status") or {}).get("conditions") or ():
+        if condition["type"] == "PodScheduled" and condition["status"] == "False":
+            return str(condition.get("message", ""))
+    return ""
+
+
 def placement(fabric: Fabric, namespace: str, name: str) -> dict[str, Any]:
     def bound_object() -> dict[str, Any] | None:
         status, body = fabric.api.request("GET", PLACEMENTS.format(ns=namespace) + f"/{name}")
@@ -183,6 +198,14 @@ def test_a_jobset_of_two_jobs_of_three_lands_as_one_gang_of_six(
     assert leaf_changes(fabric, placed) == 1  # ranks follow the fabric: one leaf, then the other
     planned = placement(fabric, ns, "llm")
     assert planned["spec"]["size"] == 6 and [r["node"] for r in planned["spec"]["ranks"]] == placed
+
+    # A host on its path degrades: the Event goes to the JobSet the user submitted.
+    degrade([placed[2]])
+    wait_for("PathDegraded on the JobSet and its FabricPlacement",
+             lambda: {("JobSet", "llm"), ("FabricPlacement", "llm")} <= events(fabric, ns, "PathDegraded"),
+             timeout=10)
+    fabric.api.call("DELETE", f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{ns}/jobsets/llm",
+                    {"propagationPolicy": "Foreground"})
 
 
 # --- PyTorchJob (training-operator v1.9.3) ------------------------------------------------
@@ -336,3 +359,34 @@ def test_the_jobset_example_lands_as_one_gang(
     placed = bound(fabric, ns, count, rank)
     assert len({fabric.spine_of[n] for n in placed}) == 1
     assert placement(fabric, ns, shape["metadata"]["name"])["spec"]["size"] == count
+
+
+# --- a known gang that cannot be sized ---------------------------------------------------
+
+def test_a_jobset_pod_whose_jobset_does_not_exist_waits_named_and_is_never_placed_alone(
+    fabric: Fabric, ns: str,
+) -> None:
+    labels = {"jobset.sigs.k8s.io/jobset-name": "ghost", "jobset.sigs.k8s.io/jobset-uid": "0000-ghost",
+              "jobset.sigs.k8s.io/replicatedjob-name": "node", "jobset.sigs.k8s.io/job-index": "0",
+              "jobset.sigs.k8s.io/job-global-index": "0", "batch.kubernetes.io/job-completion-index": "0"}
+    create_pod(fabric, ns, {"metadata": {"name": "ghost-0", "labels": labels}, "spec": trainer_spec(8)})
+    message = wait_for("ghost-0 refused with the reason", lambda: (
+        m if "does not exist" in (m := scheduling_message(fabric, ns, "ghost-0")) else None))
+    assert "gang not identified: JobSet " in message and "'ghost' does not exist" in message, message
+    wait_for("a GangUnresolved Warning naming the pod", lambda: ("Pod", "ghost-0") in events(
+        fabric, ns, "GangUnresolved"), timeout=10)
+    found = fabric.api.call("GET", f"/api/v1/namespaces/{ns}/pods/ghost-0")
+    assert not found["spec"].get("nodeName")
+
+
+def test_a_gang_whose_pods_ask_different_gpu_counts_is_refused(fabric: Fabric, ns: str) -> None:
+    for name, gpus in (("mixed-0", 8), ("mixed-1", 4)):
+        annotations = {"leaderworkerset.sigs.k8s.io/size": "2"}
+        labels = {"leaderworkerset.sigs.k8s.io/name": "mixed", "leaderworkerset.sigs.k8s.io/group-index": "0",
+                  "leaderworkerset.sigs.k8s.io/worker-index": name[-1]}
+        create_pod(fabric, ns, {"metadata": {"name": name, "labels": labels, "annotations": annotations},
+                                "spec": trainer_spec(gpus)})
+    wait_for("mixed-0 refused for its GPU count", lambda: (
+        m if "different GPU counts" in (m := scheduling_message(fabric, ns, "mixed-0")) else None))
+    wait_for("GangUnresolved", lambda: events(fabric, ns, "GangUnresolved"), timeout=10)
+    assert not any(p["spec"].get("nodeName") for p in fabric.pods(ns))
