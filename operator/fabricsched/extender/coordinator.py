@@ -193,6 +193,14 @@ class Coordinator:
         entry = self.book.get(key)
         return self.owners.membership(pod, self._resource(entry.topology if entry is not None else None))
 
+    def _pod_group_uid(self, pod: nodes.PodUsage) -> str:
+        """The UID of the PodGroup the pod names, when the owner cache holds it (for Events)."""
+        try:
+            facts = self.owners.view().pod_group(pod.namespace, pod.pod_group) if pod.pod_group else None
+        except ValueError:  # parsing.Invalid: an unreadable PodGroup has no usable UID
+            facts = None
+        return facts.uid if facts is not None else ""
+
     def _resource(self, topology: ids.TopologyName | None) -> str:
         snapshot = self.state.snapshot(topology) if topology is not None else None
         return snapshot.spec.gpu_resource if snapshot is not None else gangs.DEFAULT_GPU_RESOURCE
@@ -262,7 +270,7 @@ class Coordinator:
             planning.new_entry(gang, snapshot.name, snapshot.fabric, made), self.clock()
         )
         self.writer.submit(entry)
-        self.workloads.remember(entry.key, pod)
+        self.workloads.remember(entry.key, pod, self._pod_group_uid(pod))
         self.pending.planned(entry, created)
         summary = "; ".join(entry.reasons) or "planned"
         if entry.degraded_path:

@@ -26,14 +26,16 @@ API_VERSIONS = {
 }
 
 
-def of_pod(pod: nodes.PodUsage, key: ids.GangKey) -> notices.ObjectRef | None:
-    """The workload of gang ``key`` as its pod ``pod`` names it (None: a lone pod's gang)."""
+def of_pod(pod: nodes.PodUsage, key: ids.GangKey, pod_group_uid: str = "") -> notices.ObjectRef | None:
+    """The workload of gang ``key`` as its pod ``pod`` names it (None: a lone pod's gang);
+    ``pod_group_uid`` is the PodGroup's UID when known (the pod does not carry it)."""
     labels, namespace = pod.labels, pod.namespace
     job = gangs.job_reference(pod)
     if gangs.GANG_LABEL in labels:
         return _job(job, namespace)
     if pod.pod_group and key.endswith("@podgroup"):
-        return notices.ObjectRef(API_VERSIONS["PodGroup"], "PodGroup", pod.pod_group, "", namespace)
+        api_version = API_VERSIONS["PodGroup"]
+        return notices.ObjectRef(api_version, "PodGroup", pod.pod_group, pod_group_uid, namespace)
     if labels.get(gang_sources.JOBSET_NAME):
         return notices.ObjectRef(API_VERSIONS["JobSet"], "JobSet", labels[gang_sources.JOBSET_NAME],
                                  labels.get(gang_sources.JOBSET_UID, ""), namespace)
@@ -65,9 +67,9 @@ class Registry:
     def __init__(self) -> None:
         self._refs: dict[ids.GangKey, notices.ObjectRef | None] = {}
 
-    def remember(self, key: ids.GangKey, pod: nodes.PodUsage) -> None:
+    def remember(self, key: ids.GangKey, pod: nodes.PodUsage, pod_group_uid: str = "") -> None:
         if key not in self._refs:
-            self._refs[key] = of_pod(pod, key)
+            self._refs[key] = of_pod(pod, key, pod_group_uid)
 
     def knows(self, key: ids.GangKey) -> bool:
         return key in self._refs

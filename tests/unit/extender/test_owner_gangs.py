@@ -177,3 +177,23 @@ def test_path_events_of_a_jobset_gang_go_to_the_jobset_also_after_a_restart(harn
     relabel(again, placed[1], "degraded")
     subjects = sorted(s for s, why, _, _ in again.events.events if why == "PathDegraded")
     assert subjects == ["FabricPlacement/llm", "JobSet/llm"]
+
+
+def test_path_events_of_a_podgroup_gang_name_the_podgroup_with_its_uid(harness: Harness) -> None:
+    owners = with_owners(harness)
+    owners.objects[("PodGroup", "train", "pg")] = {
+        "kind": "PodGroup", "metadata": {"name": "pg", "uid": "uid-pg"},
+        "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}}}
+    pods = []
+    for i in range(2):
+        pod = make_pod(f"pg-{i}", "train").gpus(8).scheduler("fabricsched")
+        pod._spec["schedulingGroup"] = {"podGroupName": "pg"}
+        harness.state.apply_pod(pod.build())
+        pods.append(pod)
+    placed = [harness.place(pod) for pod in pods]
+    (entry,) = harness.book.entries()
+    ref = harness.coordinator.workloads.workload_of(entry)
+    assert ref is not None and (ref.kind, ref.name, ref.uid) == ("PodGroup", "pg", "uid-pg")
+    harness.events.events.clear()
+    relabel(harness, placed[0], "degraded")
+    assert "PodGroup/pg" in {s for s, why, _, _ in harness.events.events if why == "PathDegraded"}
