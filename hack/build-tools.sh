@@ -98,6 +98,30 @@ if [[ ! -f $jobset_crd ]]; then
   mv "$jobset_crd.partial" "$jobset_crd"
 fi
 
+# The CRDs of the training workloads the integration tests create (no controller runs for
+# them: the tests make the pods as each controller does). Each is copied from its Go module at
+# the pin below into a folder named after the module and version. The Go module proxy does not
+# serve sigs.k8s.io/lws (LeaderWorkerSet), so its test reads pod labels only, as the extender
+# does. `go mod download` runs outside any module here, so nothing else is resolved.
+crd_modules=(
+  "github.com/kubeflow/training-operator v1.9.3 manifests/base/crds/kubeflow.org_pytorchjobs.yaml"
+  "github.com/kubeflow/mpi-operator v0.8.0 manifests/base/kubeflow.org_mpijobs.yaml"
+  "github.com/kubeflow/trainer/v2 v2.3.0 manifests/base/crds/trainer.kubeflow.org_trainjobs.yaml"
+  "github.com/kubeflow/trainer/v2 v2.3.0 manifests/base/crds/trainer.kubeflow.org_trainingruntimes.yaml"
+)
+for entry in "${crd_modules[@]}"; do
+  read -r module version path <<<"$entry"
+  dest="$BIN_DIR/crds/${module//\//_}-$version"
+  [[ -f $dest/${path##*/} ]] && continue
+  started=$SECONDS
+  dir="$(cd "${TMPDIR:-/tmp}" && GOFLAGS=-mod=mod go mod download -json "$module@$version" \
+    | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')"
+  [[ -n $dir ]] || { echo "build-tools: could not download $module@$version" >&2; exit 1; }
+  mkdir -p "$dest"
+  cp "$dir/$path" "$dest/${path##*/}.partial" && mv "$dest/${path##*/}.partial" "$dest/${path##*/}"
+  echo "build-tools: CRD ${path##*/} of $module $version in $((SECONDS - started)) s"
+done
+
 helm_version="$(module_version helm helm.sh/helm/v3)"
 # helm's default Capabilities.KubeVersion (for `helm template`/`lint` without a cluster) is a
 # build-time variable; point it at the pinned Kubernetes minor, as helm's own release build does.

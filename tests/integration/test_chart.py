@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import base64
+import json
 import os
 import socket
 import ssl
@@ -571,6 +572,7 @@ ALLOWED = {
     "list nodes": ("list", "nodes"),
     "watch pods in any namespace": ("watch", "pods", "--all-namespaces"),
     "list jobs in any namespace": ("list", "jobs.batch", "--all-namespaces"),
+    "get podgroups": ("get", "podgroups.scheduling.k8s.io", "-n", "train"),
     "patch fabrictopologies/status": ("patch", "fabrictopologies.fabricsched.io", "--subresource=status"),
     "create fabricplacements": ("create", "fabricplacements.fabricsched.io", "-n", "train"),
     "update fabricplacements/status": ("update", "fabricplacements.fabricsched.io", "--subresource=status",
@@ -604,6 +606,7 @@ DENIED = {
     "patch fabrictopologies (only their status)": ("patch", "fabrictopologies.fabricsched.io"),
     "update jobs": ("update", "jobs.batch", "-n", "train"),
     "create devicetaintrules (dra is read only)": ("create", "devicetaintrules.resource.k8s.io"),
+    "delete podgroups": ("delete", "podgroups.scheduling.k8s.io", "-n", "train"),
     "read other configmaps in kube-system": ("get", "configmaps/kube-proxy", "-n", "kube-system"),
 }
 
@@ -616,6 +619,28 @@ def test_service_account_can(kubectl: Kubectl, release: str, args: tuple[str, ..
 @pytest.mark.parametrize("args", DENIED.values(), ids=[f"the service account cannot {k}" for k in DENIED])
 def test_service_account_cannot(kubectl: Kubectl, release: str, args: tuple[str, ...]) -> None:
     assert not _can_i(kubectl, release, *(a.format(ns=release) for a in args))
+
+
+WORKLOAD_GRANTS = [
+    (group, resource, verb, verb in ("get", "list", "watch"))
+    for group, resource in (("jobset.x-k8s.io", "jobsets"), ("kubeflow.org", "pytorchjobs"),
+                            ("kubeflow.org", "mpijobs"))
+    for verb in ("get", "list", "watch", "update", "delete")
+]
+
+
+@pytest.mark.parametrize(("group", "resource", "verb", "allowed"), WORKLOAD_GRANTS)
+def test_service_account_reads_the_workload_kinds_only(
+    kubectl: Kubectl, release: str, group: str, resource: str, verb: str, allowed: bool,
+) -> None:
+    # A SubjectAccessReview, not `kubectl auth can-i`: these CRDs are not installed here, and
+    # without discovery kubectl sends "mpijobs.kubeflow.org" as a core-group resource name.
+    review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": {
+        "user": f"system:serviceaccount:{release}:{SERVICE_ACCOUNT}",
+        "groups": ["system:serviceaccounts", f"system:serviceaccounts:{release}", "system:authenticated"],
+        "resourceAttributes": {"namespace": "train", "verb": verb, "group": group, "resource": resource}}}
+    answer = json.loads(kubectl.run("create", "-o", "json", "-f", "-", stdin=json.dumps(review)).stdout)
+    assert answer["status"].get("allowed", False) is allowed, answer["status"]
 
 
 Grant = tuple[str, str, str, str]

@@ -76,7 +76,7 @@ def _degraded_hosts() -> set[str]:
 
 def _bound_nodes(tour: demo.Tour, job: str) -> list[str]:
     """Nodes of the job's pods, in rank order."""
-    pods = [p for p in tour.pods if p["metadata"]["labels"].get(demo.JOB_NAME_LABEL) == job]
+    pods = [p for p in tour.pods if p["metadata"].get("labels", {}).get(demo.JOB_NAME_LABEL) == job]
     pods.sort(key=lambda p: int(p["metadata"]["labels"]["batch.kubernetes.io/job-completion-index"]))
     return [p["spec"]["nodeName"] for p in pods]
 
@@ -130,6 +130,18 @@ def test_every_pod_runs_on_the_node_its_plan_gave_its_rank(tour: demo.Tour) -> N
         planned = [r["node"] for r in sorted(placement["spec"]["ranks"], key=lambda r: r["rank"])]
         assert _bound_nodes(tour, placement["metadata"]["name"]) == planned
     assert {p["status"]["phase"] for p in tour.pods} == {"Running"}
+
+
+def test_the_native_podgroup_gang_lands_in_one_leaf_off_the_degraded_elements(tour: demo.Tour) -> None:
+    assert tour.pod_group is not None
+    group = tour.pod_group["spec"]["gang"]
+    hosts = [p["spec"]["nodeName"] for p in tour.pods
+             if (p["spec"].get("schedulingGroup") or {}).get("podGroupName") == group]
+    assert len(set(hosts)) == tour.pod_group["spec"]["size"] == 4
+    leaves = {_labels(tour, h, _leaf_label()) for h in hosts}
+    assert len(leaves) == 1 and not leaves & _degraded_leaves() and not set(hosts) & _degraded_hosts()
+    assert sorted(r["node"] for r in tour.pod_group["spec"]["ranks"]) == sorted(hosts)
+    assert f"PodGroup {group}" in tour.report()
 
 
 def test_the_report_shows_every_pod_and_the_degraded_elements(tour: demo.Tour) -> None:

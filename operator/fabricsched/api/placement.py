@@ -103,8 +103,10 @@ class FabricPlacementSpec(WireModel):
         default="",
         max_length=128,
         alias="jobUID",
-        description="UID of the gang's Job, when there is one: a recreated Job with the same name gets a "
-        "new plan.",
+        description="The UID part of the gang's key: its Job's or workload's UID (JobSet, PyTorchJob, "
+        "MPIJob), a LeaderWorkerSet group's key, `podgroup` for a native PodGroup, the pod's UID for a "
+        "lone pod; empty for a labelled gang without a Job. A recreated workload with the same name "
+        "gets a new plan.",
     )
     size: int = Field(ge=1, le=MAX_RANKS, description="Pods in the gang, placed all-or-nothing.")
     gpus_per_pod: int = Field(ge=1, description="GPUs each pod requests.")

@@ -32,7 +32,9 @@ import yaml
 from fabricsched.api import placement as placement_api
 from fabricsched.api import schedconfig
 from fabricsched.api import topology as topology_api
-from fabricsched.cluster import components, controlplane, degradation, errors, processes, rest, tour
+from fabricsched.cluster import (
+    components, controlplane, degradation, demo_workloads, errors, processes, rest, tour,
+)
 
 OPERATOR = "fabricsched"
 """Component name of ``fabricsched run`` in the state file and its log (``logs/fabricsched.log``)."""
@@ -78,11 +80,16 @@ class Tour:
     operator: processes.ProcessRecord
     """``fabricsched run``, as recorded in the cluster's state file."""
     _children: list[subprocess.Popen[bytes]] = field(default_factory=list, repr=False)
+    pod_group: dict[str, Any] | None = None
+    """The native PodGroup gang's Bound FabricPlacement (the tour's non-Job workload)."""
     last_act: degradation.Degradation | None = None
     """The last act: a host under the widest job degraded, explain before and after."""
 
     def report(self) -> str:
-        return tour.render(self.placements, self.pods, self.nodes, self.topology)
+        text = tour.render(self.placements, self.pods, self.nodes, self.topology)
+        if self.pod_group is not None:
+            text += "\n\n" + tour.pod_group_section(self.pod_group, self.pods, self.nodes, self.topology)
+        return text
 
     def down(self) -> list[str]:
         """Stop this demo; returns the components that needed SIGKILL."""
@@ -337,12 +344,14 @@ def up(options: Options = Options(), say: Callable[[str], None] = print) -> Tour
         timings["operator"] = time.monotonic() - t
         t = time.monotonic()
         placements, status = _place_jobs(api, options, jobs, topology["metadata"]["name"], operator, say)
+        pod_group = demo_workloads.run_pod_group(
+            api, options.namespace, lambda what, check: _wait(what, check, options.timeout, operator))
         timings["jobs"] = time.monotonic() - t
         result = Tour(
             dir=plane.dir, kubeconfig=plane.kubeconfig, kubectl=plane.binaries.kubectl, health_address=health,
             extender_address=extender, namespace=options.namespace, topology=status, placements=placements,
             pods=_pods(api, options.namespace), nodes=api.call("GET", "/api/v1/nodes")["items"],
-            timings=timings, operator=operator, _children=children,
+            timings=timings, operator=operator, _children=children, pod_group=pod_group,
         )
         result.last_act = _last_act(api, plane.kubeconfig, options, placements, operator, say)
     except BaseException:

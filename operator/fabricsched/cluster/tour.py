@@ -152,3 +152,30 @@ def render(placements: Sequence[Obj], pods: Sequence[Obj], nodes: Sequence[Obj],
         *[f"  - {line}" for line in degraded_elements(topology) or ["none"]],
     ]
     return "\n".join(parts)
+
+
+def pod_group_section(placement: Obj, pods: Iterable[Obj], nodes: Iterable[Obj], topology: Obj) -> str:
+    """A native PodGroup gang (no Job, no completion index): its ranks as the plan numbers
+    them, the pod bound on each rank's node, and why."""
+    spec = placement.get("spec", {})
+    group = str(spec.get("gang", "?"))
+    on_node = {
+        str(p.get("spec", {}).get("nodeName")): str(p.get("metadata", {}).get("name", "-"))
+        for p in pods
+        if (p.get("spec", {}).get("schedulingGroup") or {}).get("podGroupName") == group
+        and p.get("spec", {}).get("nodeName")
+    }
+    labels = {n["metadata"]["name"]: n["metadata"].get("labels", {}) for n in nodes}
+    health = host_health(topology)
+    rows = []
+    for assignment in sorted(spec.get("ranks", []), key=lambda a: int(a.get("rank", 0))):
+        node = str(assignment.get("node", "?"))
+        rows.append((group, str(assignment.get("rank", "?")), on_node.get(node, "-"), node,
+                     *(str(labels.get(node, {}).get(label, "?")) for _, label in tiers(topology)),
+                     health.get(node, "healthy")))
+    tier_names = [name.upper() for name, _ in tiers(topology)]
+    return "\n".join([
+        f"A native PodGroup gang (scheduling.k8s.io/v1beta1 PodGroup {group}, no Job):",
+        table(["PODGROUP", "RANK", "POD", "NODE", *tier_names, "HOST LINK"], rows),
+        *why(placement),
+    ])

@@ -53,7 +53,15 @@ PodKey = tuple[str, str]
 JobKey = tuple[str, str]
 """(namespace, name) of a Job."""
 
-_KEPT_LABEL_PREFIXES = ("fabricsched.io/", "batch.kubernetes.io/")
+KEPT_LABEL_PREFIXES = (
+    "fabricsched.io/",
+    "batch.kubernetes.io/",
+    # The workload conventions the extender's gang key reads (extender/gang_sources.py): a pod
+    # record without them would key as its child Job, not as the JobSet's gang it was planned in.
+    "jobset.sigs.k8s.io/",
+    "training.kubeflow.org/",
+    "leaderworkerset.sigs.k8s.io/",
+)
 _KEPT_LABELS = frozenset({"job-name", "controller-uid"})
 
 
@@ -473,7 +481,7 @@ def _requests_extended(body: Mapping[str, Any]) -> bool:
 
 
 def _kept(key: str) -> bool:
-    return key in _KEPT_LABELS or key.startswith(_KEPT_LABEL_PREFIXES)
+    return key in _KEPT_LABELS or key.startswith(KEPT_LABEL_PREFIXES)
 
 
 def _trim(pod: k8s.PodUsage) -> k8s.PodUsage:

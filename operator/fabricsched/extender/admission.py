@@ -15,27 +15,59 @@ Pure: reads the pods and entries it is given, no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
-from fabricsched import ids
+from fabricsched import ids, parsing
 from fabricsched.extender import gangs, reservations
 from fabricsched.topology import nodes
 
+KeyOf = Callable[[nodes.PodUsage], ids.GangKey]
+"""The process's one gang key function (``gang_sources.gang_key`` over the owner cache)."""
+
+
+@dataclass(frozen=True)
+class Mixed:
+    """The gang's pods ask for different GPU counts: refused like a gang that cannot be sized."""
+
+    reason: str
+
 
 def missing_pods(
-    key: ids.GangKey, size: int, asking: nodes.PodUsage, pods: Iterable[nodes.PodUsage]
-) -> int:
-    """How many more live pods gang ``key`` needs before it is planned (0: plan it).
+    key: ids.GangKey, size: int, asking: nodes.PodUsage, pods: Iterable[nodes.PodUsage],
+    key_of: KeyOf = lambda pod: gangs.membership(pod)[0], gpu_resource: str = gangs.DEFAULT_GPU_RESOURCE,
+) -> int | Mixed:
+    """How many more live pods gang ``key`` needs before it is planned (0: plan it), or
+    ``Mixed`` when one of them asks for another GPU count than ``asking``.
 
     ``asking`` counts even when the state has not seen it yet; ended pods do not count (their
-    replacements will)."""
+    replacements will). The size is the owner's (a JobSet's GPU pods, a PodGroup's
+    ``minCount``), so pods that claim a larger gang cannot hold more than their owner has."""
     seen = {asking.uid}
+    wanted = asking.gpus(gpu_resource)
     for pod in pods:
         if len(seen) >= size:
             break
-        if pod.uid not in seen and not gangs.pod_ended(pod) and gangs.membership(pod)[0] == key:
+        if pod.uid not in seen and not gangs.pod_ended(pod) and key_of(pod) == key:
+            if pod.gpus(gpu_resource) != wanted:
+                return Mixed(mixed_reason(pod, wanted, gpu_resource))
             seen.add(pod.uid)
     return max(0, size - len(seen))
+
+
+def mixed_reason(pod: nodes.PodUsage, wanted: int, gpu_resource: str) -> str:
+    return (
+        f"pods of one gang ask for different GPU counts: {pod.namespace}/{parsing.excerpt(pod.name)} "
+        f"asks {pod.gpus(gpu_resource)} {gpu_resource}, this pod {wanted}"
+    )
+
+
+def mixed_gpus(gang: gangs.GangIdentity, planned: int) -> str:
+    """Why a pod asking for other GPUs than its gang's plan is refused."""
+    return (
+        f"pods of one gang ask for different GPU counts: gang {gang.display} is planned with "
+        f"{planned} GPUs per pod, this pod asks {gang.gpus_per_pod}"
+    )
 
 
 def waiting_reason(missing: int, display: str) -> str:
@@ -50,12 +82,16 @@ def refusal(
     pods: Iterable[nodes.PodUsage],
     entries: Iterable[reservations.Entry],
     namespace_limit: int,
-) -> str | None:
+    key_of: KeyOf = lambda pod: gangs.membership(pod)[0],
+    gpu_resource: str = gangs.DEFAULT_GPU_RESOURCE,
+) -> str | Mixed | None:
     """Why gang ``gang`` may not be planned now (``entry``: its Expired plan, if any), or None.
 
     ``namespace_limit`` is the most GPUs the namespace's gangs may hold reserved but unbound
     (0: no limit)."""
-    missing = missing_pods(gang.key, gang.size, asking, pods)
+    missing = missing_pods(gang.key, gang.size, asking, pods, key_of, gpu_resource)
+    if isinstance(missing, Mixed):
+        return missing
     if missing:
         return waiting_reason(missing, gang.display)
     if namespace_limit <= 0:

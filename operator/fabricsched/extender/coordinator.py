@@ -26,8 +26,10 @@ from fabricsched.api.placement import PlacementPhase
 from fabricsched.extender import (
     admission,
     following,
+    gang_sources,
     gangs,
     locality,
+    owners,
     path_health,
     pending,
     placements,
@@ -35,9 +37,10 @@ from fabricsched.extender import (
     ports,
     reservations,
     verdicts,
+    workload_refs,
 )
 from fabricsched.placement import patience, request, session
-from fabricsched.ports import changes, jobs
+from fabricsched.ports import changes
 from fabricsched.topology import nodes
 
 logger = logging.getLogger(__name__)
@@ -93,6 +96,7 @@ class Coordinator:
         clock: Callable[[], float],
         options: CoordinatorOptions,
         jobs: ports.JobFetcher | None = None,
+        owner_fetcher: owners.OwnerFetcher | None = None,
     ) -> None:
         self.state = state
         self.book = book
@@ -100,15 +104,19 @@ class Coordinator:
         self.events = events
         self.clock = clock
         self.options = options
-        self.jobs = jobs
+        self.owners = owners.OwnerCache(state, owner_fetcher, jobs, clock)
+        """The owners that size gangs (JobSets, training jobs, PodGroups, unseen Jobs)."""
         self.ready = False
         """Set by ``restore``: before it, no decision is made (a reservation could be lost)."""
         self.path_health = path_health.PathHealth(state, book, writer, events, clock)
         """Running gangs' path health follows the fabric (the book's ``annotate`` hook)."""
         book.annotate = self.path_health.annotate
+        self.workloads = workload_refs.Registry()
+        """Gang -> its workload object (JobSet, PyTorchJob, ...), the target of its path Events."""
+        self.path_health.workload_of = self.workloads.workload_of
         self.pending = pending.PendingBoard(writer, clock)
         """Gangs without a plan yet: a Pending FabricPlacement says why (rate-limited writes)."""
-        self.follower = following.Follower(state, book, writer, clock, self.path_health)
+        self.follower = following.Follower(state, book, writer, clock, self.path_health, self.member)
         """Moves the book with the cluster: binds, ends, Jobs, expiry, restore."""
         self._noticed: dict[tuple[ids.GangKey, str], float] = {}
         self._session = session.Session()
@@ -124,16 +132,17 @@ class Coordinator:
         pod = nodes.PodUsage.from_manifest(manifest)
         # NodeName is a NewType of str: the names are used as they came, with no per-node copy.
         candidates = cast(Sequence[ids.NodeName], node_names)
-        known = self.book.get(gangs.membership(pod)[0])
+        known = self.book.get(self.owners.key(pod))
         # A planned gang stays in its fabric; a new one goes to the fabric holding most candidates.
         topology = known.topology if known is not None else self.state.topology_holding_most(candidates)
         gang = await self._identify(pod, topology)
         if isinstance(gang, gangs.NotOurs):
             return FilterAnswer(list(node_names))
-        if isinstance(gang, gangs.Unresolved):
-            reason = f"gang not identified: {gang.reason}"
-            return FilterAnswer([], failed=verdicts.every(node_names, reason))
+        if isinstance(gang, gang_sources.Unsized):
+            return self._unresolved(pod, gang.reason, node_names)
         entry = self.book.get(gang.key)
+        if entry is not None and entry.gpus_per_pod != gang.gpus_per_pod:
+            return self._unresolved(pod, admission.mixed_gpus(gang, entry.gpus_per_pod), node_names)
         snapshot = self.state.snapshot(topology) if topology is not None else None
         if snapshot is None:
             # None of these nodes is in a fabric: nothing to steer, the scheduler decides alone.
@@ -141,8 +150,10 @@ class Coordinator:
         if entry is None or entry.phase == PlacementPhase.EXPIRED:
             refused = admission.refusal(
                 gang, pod, entry, self.state.pods.values(), self.book.entries(),
-                self.options.max_reserved_gpus_per_namespace,
+                self.options.max_reserved_gpus_per_namespace, self.owners.key, self._resource(topology),
             )
+            if isinstance(refused, admission.Mixed):
+                return self._unresolved(pod, refused.reason, node_names)
             if refused:
                 return FilterAnswer([], failed=verdicts.every(node_names, refused))
         if entry is None:
@@ -176,8 +187,32 @@ class Coordinator:
         """The rank's planned node scores 10, every other node 0."""
         return Scores(node_names, self._target(nodes.PodUsage.from_manifest(manifest)))
 
+    def member(self, pod: nodes.PodUsage) -> tuple[ids.GangKey, int | None]:
+        """A pod's gang key and own rank: the one key function, for every caller."""
+        key = self.owners.key(pod)
+        entry = self.book.get(key)
+        return self.owners.membership(pod, self._resource(entry.topology if entry is not None else None))
+
+    def _pod_group_uid(self, pod: nodes.PodUsage) -> str:
+        """The UID of the PodGroup the pod names, when the owner cache holds it (for Events)."""
+        try:
+            facts = self.owners.view().pod_group(pod.namespace, pod.pod_group) if pod.pod_group else None
+        except ValueError:  # parsing.Invalid: an unreadable PodGroup has no usable UID
+            facts = None
+        return facts.uid if facts is not None else ""
+
+    def _resource(self, topology: ids.TopologyName | None) -> str:
+        snapshot = self.state.snapshot(topology) if topology is not None else None
+        return snapshot.spec.gpu_resource if snapshot is not None else gangs.DEFAULT_GPU_RESOURCE
+
+    def _unresolved(self, pod: nodes.PodUsage, reason: str, node_names: Sequence[str]) -> FilterAnswer:
+        """A known gang that cannot be sized (or mixes GPU requests): never a lone pod."""
+        message = f"gang not identified: {reason}"
+        self._notice(pod, self.owners.key(pod), "GangUnresolved", message, True)
+        return FilterAnswer([], failed=verdicts.every(node_names, message))
+
     def _target(self, pod: nodes.PodUsage) -> ids.NodeName | None:
-        key, rank = gangs.membership(pod)
+        key, rank = self.member(pod)
         entry = self.book.get(key)
         if entry is None:
             return None
@@ -185,26 +220,16 @@ class Coordinator:
             rank = entry.pod_ranks.get(pod.uid)
         return entry.ranks[rank] if rank is not None and rank < entry.size else None
 
-    async def _identify(self, pod: nodes.PodUsage, topology: ids.TopologyName | None) -> gangs.Identification:
-        snapshot = self.state.snapshot(topology) if topology is not None else None
-        resource = snapshot.spec.gpu_resource if snapshot is not None else gangs.DEFAULT_GPU_RESOURCE
-        owner = gangs.job_reference(pod)
-        job = self._job_facts(pod.namespace, owner)
-        found = gangs.identify(pod, job, resource)
-        if isinstance(found, gangs.Unresolved) and found.job_name and self.jobs is not None:
-            # The Job's watch event may trail its pods: ask the API once, on the first pod.
-            fetched = await self.jobs.fetch(pod.namespace, found.job_name)
-            if fetched is not None:
-                found = gangs.identify(pod, _facts(fetched), resource)
-        return found
-
-    def _job_facts(self, namespace: str, owner: tuple[str, str] | None) -> gangs.JobFacts | None:
-        if owner is None:
-            return None
-        job = self.state.job_by_uid(namespace, owner[1]) if owner[1] else None
-        if job is None:
-            job = self.state.jobs.get((namespace, owner[0]))
-        return _facts(job) if job is not None else None
+    async def _identify(
+        self, pod: nodes.PodUsage, topology: ids.TopologyName | None
+    ) -> gangs.GangIdentity | gangs.NotOurs | gang_sources.Unsized:
+        resource = self._resource(topology)
+        if pod.gpus(resource) <= 0:
+            return gangs.NotOurs(f"requests no {resource}")
+        # The owner that sizes the gang (a JobSet, a Job whose watch event trails its pods) is
+        # read once, bounded in time; until it is known the pod waits, named in its reason.
+        await self.owners.prepare(pod)
+        return gang_sources.identify(pod, {}, self.owners.view(resource), resource)
 
     # --- planning -----------------------------------------------------------------------
 
@@ -245,6 +270,7 @@ class Coordinator:
             planning.new_entry(gang, snapshot.name, snapshot.fabric, made), self.clock()
         )
         self.writer.submit(entry)
+        self.workloads.remember(entry.key, pod, self._pod_group_uid(pod))
         self.pending.planned(entry, created)
         summary = "; ".join(entry.reasons) or "planned"
         if entry.degraded_path:
@@ -350,7 +376,7 @@ class Coordinator:
             [
                 p.uid
                 for p in self.state.pods.values()
-                if gangs.membership(p)[0] == entry.key and not gangs.pod_ended(p)
+                if self.owners.key(p) == entry.key and not gangs.pod_ended(p)
             ]
             if pod.uid not in entry.pod_ranks
             else []
@@ -383,6 +409,7 @@ class Coordinator:
         """Expire idle reservations, release gangs whose pods all ended, forget old clocks."""
         self.follower.housekeeping()
         self.pending.sweep(self._gangs_with_pods)
+        self.workloads.keep({e.key for e in self.book.entries()})
         self._clocks.prune(self.clock())
         cutoff = self.clock() - self.options.event_interval_s
         self._noticed = {k: t for k, t in self._noticed.items() if t > cutoff}
@@ -392,10 +419,14 @@ class Coordinator:
         then on decisions are made."""
         self.path_health.seed()
         await self.follower.restore(self.pending.adopt)
+        for pod in self.state.pods.values():
+            key = self.owners.key(pod)
+            if not self.workloads.knows(key) and self.book.get(key) is not None:
+                self.workloads.remember(key, pod)
         self.ready = True
 
     def _gangs_with_pods(self) -> set[ids.GangKey]:
-        return {gangs.membership(p)[0] for p in self.state.pods.values() if not gangs.pod_ended(p)}
+        return {self.owners.key(p) for p in self.state.pods.values() if not gangs.pod_ended(p)}
 
     def _notice(
         self, pod: nodes.PodUsage, key: ids.GangKey, reason: str, message: str, warning: bool
@@ -406,10 +437,6 @@ class Coordinator:
             return
         self._noticed[(key, reason)] = now
         self.events.pod_event(pod, reason, message, warning)
-
-
-def _facts(job: jobs.JobInfo) -> gangs.JobFacts:
-    return gangs.JobFacts(job.name, job.uid, job.parallelism, job.completions)
 
 
 def _with_costs(

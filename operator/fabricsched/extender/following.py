@@ -34,7 +34,10 @@ class Follower:
         writer: placements.PlacementWriter,
         clock: Callable[[], float],
         path_health: path_health_module.PathHealth | None = None,
+        member: Callable[[nodes.PodUsage], tuple[ids.GangKey, int | None]] = gangs.membership,
     ) -> None:
+        self.member = member
+        """The process's one key function: (gang key, own rank) of a pod."""
         self.state = state
         self.path_health = path_health
         self.book = book
@@ -70,7 +73,7 @@ class Follower:
                 self.release(entry.key, f"Job {job.namespace}/{job.name} {verb}")
 
     def _pod_changed(self, pod: nodes.PodUsage, ended: bool) -> None:
-        key, rank = gangs.membership(pod)
+        key, rank = self.member(pod)
         entry = self.book.get(key)
         if entry is None:
             return
@@ -108,7 +111,7 @@ class Follower:
             self.writer.submit(entry)
         if self._ended_check:
             waiting, self._ended_check = self._ended_check, set()
-            live = {gangs.membership(p)[0] for p in self.state.pods.values() if not gangs.pod_ended(p)}
+            live = {self.member(p)[0] for p in self.state.pods.values() if not gangs.pod_ended(p)}
             for key in waiting:
                 if key not in live:
                     self.release(key, "all pods ended")
@@ -139,7 +142,7 @@ class Follower:
                 self.writer.submit(kept)
         for pod in self.state.pods.values():
             if pod.active and pod.node is not None:
-                key, rank = gangs.membership(pod)
+                key, rank = self.member(pod)
                 if self.book.get(key) is not None:
                     self._bound.setdefault(key, {})[pod.uid] = (rank, pod.node)
         for entry in self.book.entries():

@@ -26,6 +26,7 @@ never a lone pod: the caller fails every node with the reason. Every label is re
 
 from __future__ import annotations
 
+import contextlib
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -100,6 +101,9 @@ class TrainingJobFacts:
     uid: str
     replicas: Mapping[str, Replica] = field(default_factory=dict)
     """By replica type in lower case, as the pods' labels spell it (``master``, ``worker``)."""
+    workers_counted_after_lead: bool = False
+    """An MPIJob with ``runLauncherAsWorker``: mpi-operator already labels worker ``i`` with
+    replica index ``i + 1`` (the launcher is 0), so the index is the rank."""
 
 
 @dataclass(frozen=True)
@@ -169,6 +173,94 @@ def resolve(pod: nodes.PodUsage, spec: Mapping[str, Any], lookup: OwnerLookup,
                        pod.labels.get(gangs.JOB_NAME_LABEL) else Source.POD)
 
 
+def identify(pod: nodes.PodUsage, spec: Mapping[str, Any], lookup: OwnerLookup,
+             gpu_resource: str = gangs.DEFAULT_GPU_RESOURCE) -> gangs.GangIdentity | gangs.NotOurs | Unsized:
+    """What the extender plans with: the pod's gang with its tier constraint and GPU request.
+
+    The key is ``gang_key``'s (the one every other caller derives); the legacy sources
+    (explicit label, Job, lone pod) are exactly ``gangs.identify``."""
+    found = resolve(pod, spec, lookup, gpu_resource)
+    if found is None:
+        return gangs.NotOurs(f"requests no {gpu_resource}")
+    if isinstance(found, Unsized):
+        return found
+    if found.source in (Source.EXPLICIT, Source.JOB, Source.POD):
+        _, job_name, _ = gangs.key_parts(pod)
+        legacy = gangs.identify(pod, lookup.job(pod.namespace, job_name) if job_name else None, gpu_resource)
+        if isinstance(legacy, gangs.GangIdentity):
+            return legacy
+        return Unsized(found.source, legacy.reason)
+    owned = gangs.owned(pod, found.key, found.name, found.size, found.rank, gpu_resource)
+    return owned if isinstance(owned, gangs.GangIdentity) else Unsized(found.source, owned.reason)
+
+
+def gang_key(pod: nodes.PodUsage, lookup: OwnerLookup) -> ids.GangKey:
+    """The gang key of any pod: from its labels, owner reference and PodGroup name alone (and
+    a PodGroup's policy, to let a basic one fall through), never from the owner's size, so a
+    pod whose owner is gone or not read yet still finds its gang. The one key function of the
+    process: identify, membership, prioritize, bind tracking and restore all use it."""
+    labels = pod.labels
+    if gangs.GANG_LABEL in labels:
+        return gangs.membership(pod)[0]
+    group = pod.pod_group
+    if group:
+        try:
+            facts = lookup.pod_group(pod.namespace, group)
+        except parsing.Invalid:
+            facts = None  # resolve refuses the pod with the reason
+        if facts is None or facts.gang_min_count is not None:
+            return _pod_group_key(pod.namespace, group)
+    if labels.get(JOBSET_NAME):
+        return _jobset_key(pod)
+    if labels.get(KUBEFLOW_JOB_NAME):
+        return _training_key(pod)
+    if labels.get(LWS_NAME):
+        return _lws_key(pod)[0]
+    return gangs.membership(pod)[0]
+
+
+def membership(pod: nodes.PodUsage, lookup: OwnerLookup,
+               gpu_resource: str = gangs.DEFAULT_GPU_RESOURCE) -> tuple[ids.GangKey, int | None]:
+    """(``gang_key``, the pod's rank when its owner says it now, else None). Never raises."""
+    key = gang_key(pod, lookup)
+    try:
+        found = resolve(pod, {}, lookup, gpu_resource)
+    except parsing.Invalid:  # pragma: no cover - resolve turns bad content into Unsized
+        found = None
+    if isinstance(found, Membership) and found.key == key:
+        return key, found.rank
+    # Explicit, Job and lone-pod gangs: the pod's own rank. An owner-ranked pod whose owner is
+    # not known now has none (the book's assignment, or its node, tells).
+    legacy_key, legacy_rank = gangs.membership(pod)
+    return key, legacy_rank if legacy_key == key else None
+
+
+def _pod_group_key(namespace: str, name: str) -> ids.GangKey:
+    # The pod names its PodGroup but not the PodGroup's UID: the marker keeps a PodGroup apart
+    # from an explicit gang label of the same name.
+    return ids.gang_key(namespace, name, "podgroup")
+
+
+def _jobset_key(pod: nodes.PodUsage) -> ids.GangKey:
+    return ids.gang_key(pod.namespace, pod.labels.get(JOBSET_NAME, ""), pod.labels.get(JOBSET_UID, ""))
+
+
+def _training_key(pod: nodes.PodUsage) -> ids.GangKey:
+    owner = pod.owner
+    uid = owner[2] if owner is not None and owner[0] in TRAINING_KINDS else ""
+    return ids.gang_key(pod.namespace, pod.labels.get(KUBEFLOW_JOB_NAME, ""), uid)
+
+
+def _lws_key(pod: nodes.PodUsage) -> tuple[ids.GangKey, str]:
+    group = pod.labels.get(LWS_GROUP_INDEX, "")
+    # A bad index: resolve refuses the pod with the reason; the key only has to be stable.
+    with contextlib.suppress(parsing.Invalid):
+        group = str(parsing.count(group, f"label {LWS_GROUP_INDEX}", _MAX_INDEX))
+    gang = f"{pod.labels.get(LWS_NAME, '')}-{group}"
+    # group-key is a hash that changes when the group is recreated: a new plan, as a Job UID gives.
+    return ids.gang_key(pod.namespace, gang, pod.labels.get(LWS_GROUP_KEY, "")), gang
+
+
 def _from_gangs(pod: nodes.PodUsage, lookup: OwnerLookup, gpu_resource: str, source: Source) -> Resolution:
     """Explicit gangs, Jobs and lone pods: exactly ``gangs.identify`` (the live path)."""
     _, job_name, _ = gangs.key_parts(pod)
@@ -182,21 +274,28 @@ def _from_gangs(pod: nodes.PodUsage, lookup: OwnerLookup, gpu_resource: str, sou
     return Unsized(source, found.reason)  # pragma: no cover - GPU pods are always ours here
 
 
-def _pod_group(pod: nodes.PodUsage, spec: Mapping[str, Any], lookup: OwnerLookup) -> Resolution | None:
+def _pod_group_name(pod: nodes.PodUsage, spec: Mapping[str, Any]) -> str | None:
+    if pod.pod_group:
+        return pod.pod_group
     group = spec.get("schedulingGroup")
     name = group.get("podGroupName") if isinstance(group, Mapping) else None
-    if not isinstance(name, str) or not name:
+    return name if isinstance(name, str) and name else None
+
+
+def _pod_group(pod: nodes.PodUsage, spec: Mapping[str, Any], lookup: OwnerLookup) -> Resolution | None:
+    name = _pod_group_name(pod, spec)
+    if name is None:
         return None
     facts = lookup.pod_group(pod.namespace, name)
     shown = f"PodGroup {pod.namespace}/{parsing.excerpt(name)}"
     if facts is None:
-        return Unsized(Source.POD_GROUP, f"{shown} is not known yet", shown)
+        return Unsized(Source.POD_GROUP, f"waiting for {shown}", shown)
     if facts.gang_min_count is None:
         return None  # the basic policy is no gang: the next source decides
     if facts.gang_min_count < 1:
         return Unsized(Source.POD_GROUP, f"{shown} has a gang minCount below 1")
     rank = _index(pod, gangs.COMPLETION_INDEX)
-    return Membership(Source.POD_GROUP, ids.gang_key(pod.namespace, name, facts.uid), name,
+    return Membership(Source.POD_GROUP, _pod_group_key(pod.namespace, name), name,
                       min(facts.gang_min_count, gangs.MAX_GANG_SIZE), rank)
 
 
@@ -208,7 +307,7 @@ def _jobset(pod: nodes.PodUsage, spec: Mapping[str, Any], lookup: OwnerLookup) -
     shown = f"JobSet {pod.namespace}/{name}"
     facts = lookup.jobset(pod.namespace, name)
     if facts is None or (uid and facts.uid != uid):
-        return Unsized(Source.JOBSET, f"{shown} is not known yet", shown)
+        return Unsized(Source.JOBSET, f"waiting for {shown}", shown)
     members = [rj for rj in facts.replicated_jobs if rj.gpus_per_pod > 0]
     size = sum(rj.replicas * rj.pods_per_job for rj in members)
     own = pod.labels.get(JOBSET_REPLICATED_JOB, "")
@@ -225,8 +324,7 @@ def _jobset(pod: nodes.PodUsage, spec: Mapping[str, Any], lookup: OwnerLookup) -
         rank = _pods_before(facts.replicated_jobs, global_index) + completion
         if rank >= size:
             return Unsized(Source.JOBSET, f"rank {rank} is outside {shown}'s {size} GPU pods")
-    key = ids.gang_key(pod.namespace, name, uid or facts.uid)
-    return Membership(Source.JOBSET, key, name, min(size, gangs.MAX_GANG_SIZE), rank)
+    return Membership(Source.JOBSET, _jobset_key(pod), name, min(size, gangs.MAX_GANG_SIZE), rank)
 
 
 def _global_starts(replicated: tuple[ReplicatedJob, ...]) -> dict[str, int]:
@@ -263,7 +361,7 @@ def _training_job(pod: nodes.PodUsage, spec: Mapping[str, Any], lookup: OwnerLoo
     shown = f"{kind} {pod.namespace}/{owner_name}"
     facts = lookup.training_job(pod.namespace, kind, owner_name)
     if facts is None or facts.uid != uid:
-        return Unsized(source, f"{shown} is not known yet", shown)
+        return Unsized(source, f"waiting for {shown}", shown)
     members = {t: r for t, r in facts.replicas.items() if r.gpus_per_pod > 0}
     size = sum(r.replicas for r in members.values())
     role = (pod.labels.get(KUBEFLOW_REPLICA_TYPE) or pod.labels.get(KUBEFLOW_JOB_ROLE) or "").lower()
@@ -275,12 +373,11 @@ def _training_job(pod: nodes.PodUsage, spec: Mapping[str, Any], lookup: OwnerLoo
         return Unsized(source, f"pod of {shown} without {KUBEFLOW_REPLICA_INDEX}")
     # The leading replica (PyTorch master, an MPI launcher with GPUs) is rank 0 and the
     # workers follow it, as PyTorch's RANK does.
-    offset = members[lead].replicas if lead in members else 0
+    offset = members[lead].replicas if lead in members and not facts.workers_counted_after_lead else 0
     rank = index if role == lead else offset + index
     if rank >= size:
         return Unsized(source, f"rank {rank} is outside {shown}'s {size} GPU replicas")
-    key = ids.gang_key(pod.namespace, name, uid)
-    return Membership(source, key, name, min(size, gangs.MAX_GANG_SIZE), rank)
+    return Membership(source, _training_key(pod), name, min(size, gangs.MAX_GANG_SIZE), rank)
 
 
 def _leader_worker_set(
@@ -298,9 +395,7 @@ def _leader_worker_set(
     rank = _index(pod, LWS_WORKER_INDEX)
     if rank is not None and rank >= size:
         return Unsized(Source.LEADER_WORKER_SET, f"worker index {rank} is outside a group of {size}")
-    gang = f"{name}-{group}"
-    # group-key is a hash that changes when the group is recreated: a new plan, as a Job UID gives.
-    key = ids.gang_key(pod.namespace, gang, pod.labels.get(LWS_GROUP_KEY, ""))
+    key, gang = _lws_key(pod)
     return Membership(Source.LEADER_WORKER_SET, key, gang, size, rank)
 
 
@@ -356,7 +451,8 @@ def training_job_facts(manifest: Mapping[str, Any],
         replicas[str(replica_type).lower()] = Replica(
             _whole(item.get("replicas"), 1), _template_gpus(item.get("template"), gpu_resource))
     return TrainingJobFacts(kind, parsing.string(metadata.get("name"), "metadata.name"),
-                            parsing.string(metadata.get("uid"), "metadata.uid"), replicas)
+                            parsing.string(metadata.get("uid"), "metadata.uid"), replicas,
+                            kind == "MPIJob" and spec.get("runLauncherAsWorker") is True)
 
 
 def pod_group_facts(manifest: Mapping[str, Any]) -> PodGroupFacts:

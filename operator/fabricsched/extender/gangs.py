@@ -153,6 +153,31 @@ def identify(
     )
 
 
+def owned(
+    pod: nodes.PodUsage, key: ids.GangKey, name: str, size: int, rank: int | None,
+    gpu_resource: str = DEFAULT_GPU_RESOURCE,
+) -> GangIdentity | Unresolved:
+    """The identity of a pod whose gang an owner other than a Job sizes (``gang_sources``):
+    its key, name, size and rank come from there, its tier constraint and GPUs from the pod."""
+    try:
+        required_tier = _tier(pod.annotations, REQUIRED_TIER_ANNOTATION)
+        preferred_tier = _tier(pod.annotations, PREFERRED_TIER_ANNOTATION)
+    except parsing.Invalid as e:
+        return Unresolved(str(e))
+    return GangIdentity(
+        key=key,
+        namespace=pod.namespace,
+        name=name,
+        job_name=None,
+        job_uid=key.rpartition("@")[2] if "@" in key else "",
+        size=size,
+        rank=rank,
+        tier=required_tier or preferred_tier or None,
+        required=bool(required_tier),
+        gpus_per_pod=pod.gpus(gpu_resource),
+    )
+
+
 def membership(pod: nodes.PodUsage) -> tuple[ids.GangKey, int | None]:
     """Gang key and own rank (if any) of a pod seen in the cluster state, whose Job may be gone:
     the same key ``identify`` gives, without needing the gang's size.

@@ -20,7 +20,7 @@ from fabricsched import ids
 from fabricsched.api import placement as api
 from fabricsched.api import rfc3339
 from fabricsched.api import topology as topology_api
-from fabricsched.extender import placements, ports, reservations
+from fabricsched.extender import placements, ports, reservations, workload_refs
 from fabricsched.placement import capacity, path
 from fabricsched.ports import notices
 from fabricsched.topology import fabric, health
@@ -59,6 +59,8 @@ class PathHealth:
         self.writer = writer
         self.events = events
         self.clock = clock
+        self.workload_of: Callable[[reservations.Entry], notices.ObjectRef | None] = workload_refs.of_entry
+        """The gang's workload object (JobSet, PyTorchJob, ...): its Events' second target."""
         self.index = path.PathIndex()
         self._unhealthy: dict[ids.TopologyName, dict[_Record, _Unhealthy]] = {}
 
@@ -172,9 +174,9 @@ class PathHealth:
             api.API_VERSION, api.KIND, placements.object_name(entry), "", entry.namespace
         )
         self.events.object_event(placement, reason, message, warning)
-        if entry.job_name:
-            job = notices.ObjectRef("batch/v1", "Job", entry.job_name, entry.job_uid, entry.namespace)
-            self.events.object_event(job, reason, message, warning)
+        workload = self.workload_of(entry)
+        if workload is not None:
+            self.events.object_event(workload, reason, message, warning)
 
 
 def _notice(change: health.HealthChange) -> tuple[str, bool] | None:

@@ -66,7 +66,7 @@ def manifest_of(
     ``conditions`` default to the entry's own (``placement_conditions`` makes new ones)."""
     spec = api.FabricPlacementSpec(
         gang=entry.name,
-        job_uid=entry.job_uid if entry.job_name else "",
+        job_uid=entry.job_uid,  # the UID part of the gang key: restore derives the same key
         size=entry.size,
         gpus_per_pod=entry.gpus_per_pod,
         tier=api.PlacementTier(

@@ -19,7 +19,16 @@ import prometheus_client
 from aiohttp import web
 from kubernetes import client
 
-from fabricsched.extender import coordinator, kubeapi, metrics, placements, ports, reservations, server
+from fabricsched.extender import (
+    coordinator,
+    kubeapi,
+    metrics,
+    owners,
+    placements,
+    ports,
+    reservations,
+    server,
+)
 from fabricsched.placement import request
 from fabricsched.ports import errors, notices, views
 
@@ -75,6 +84,7 @@ class Service:
         clock: Callable[[], float],
         options: ServiceOptions,
         registry: prometheus_client.CollectorRegistry | None = None,
+        owner_fetcher: owners.OwnerFetcher | None = None,
     ) -> None:
         self.state = state
         self.options = options
@@ -91,6 +101,7 @@ class Service:
                 max_reserved_gpus_per_namespace=options.max_reserved_gpus_per_namespace,
             ),
             jobs,
+            owner_fetcher,
         )
         self._latency = _latency_histogram(registry) if registry is not None else None
         if registry is not None:
@@ -168,7 +179,7 @@ def on_api(
     """The service with its FabricPlacement store and Job lookups on ``api_client``."""
     return Service(
         state, kubeapi.ApiPlacementStore(api_client), kubeapi.ApiJobFetcher(api_client),
-        recorder, clock, options, registry,
+        recorder, clock, options, registry, owners.ApiOwnerFetcher(api_client),
     )
 
 

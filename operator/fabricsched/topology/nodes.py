@@ -98,6 +98,8 @@ class PodUsage:
     """``metadata.deletionTimestamp`` is set."""
     containers_done: bool = False
     """Every container has terminated: a terminating pod in this state holds nothing any more."""
+    pod_group: str | None = None
+    """``spec.schedulingGroup.podGroupName``: the native PodGroup the pod belongs to, if any."""
 
     @classmethod
     def from_manifest(cls, body: Mapping[str, Any]) -> PodUsage:
@@ -131,6 +133,7 @@ class PodUsage:
                                                 "status.containerStatuses[].state")
                 for s in statuses
             ),
+            pod_group=_pod_group(spec),
         )
 
     @property
@@ -204,6 +207,11 @@ def _sum(a: Mapping[str, int], b: Mapping[str, int]) -> dict[str, int]:
 def _max(into: dict[str, int], other: Mapping[str, int]) -> None:
     for k, v in other.items():
         into[k] = max(into.get(k, 0), v)
+
+
+def _pod_group(spec: Mapping[str, Any]) -> str | None:
+    group = parsing.mapping(spec.get("schedulingGroup"), "spec.schedulingGroup")
+    return parsing.string(group.get("podGroupName"), "spec.schedulingGroup.podGroupName") or None
 
 
 def _controller(refs: Sequence[Any]) -> Owner | None:

@@ -138,3 +138,16 @@ def test_a_taken_port_is_replaced_by_a_free_one() -> None:
         chosen = demo._address(f"127.0.0.1:{port}")
     assert chosen.startswith("127.0.0.1:") and chosen != f"127.0.0.1:{port}"
     assert demo._address("127.0.0.1:0") != "127.0.0.1:0"
+
+
+def test_a_podgroup_gang_shows_each_rank_with_the_pod_bound_on_its_node() -> None:
+    placement = _placement("train", ["gpu-017", "gpu-018"], ["one leaf"])
+    pods = [{"metadata": {"name": f"train-{i}"},
+             "spec": {"nodeName": node, "schedulingGroup": {"podGroupName": "train"}}}
+            for i, node in enumerate(["gpu-018", "gpu-017"])]
+    text = tour.pod_group_section(placement, pods, NODES, _topology())
+    lines = text.splitlines()
+    assert lines[0].startswith("A native PodGroup gang") and "PodGroup train" in lines[0]
+    assert lines[2].split()[:4] == ["train", "0", "train-1", "gpu-017"]
+    assert lines[3].split()[:4] == ["train", "1", "train-0", "gpu-018"]
+    assert "  - one leaf" in lines

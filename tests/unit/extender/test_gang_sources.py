@@ -177,6 +177,17 @@ def test_mpijob_workers_are_the_gang_and_a_launcher_without_gpus_is_not_a_member
     assert [m.rank for m in members if isinstance(m, src.Membership)] == [0, 1, 2, 3]
 
 
+def test_an_mpijob_running_its_launcher_as_a_worker_is_ranked_by_the_padded_index() -> None:
+    # mpi-operator pkg/controller/mpi_job_controller.go, workerReplicaIndexLabel: with
+    # runLauncherAsWorker the launcher is index 0 and worker i is labelled i + 1.
+    facts = src.TrainingJobFacts("MPIJob", "hvd", "uid-mpi", {
+        "launcher": src.Replica(1, 8), "worker": src.Replica(3, 8)}, workers_counted_after_lead=True)
+    owners = Owners(training={("MPIJob", "hvd"): facts})
+    ranks = [resolve(mpi_pod("launcher", 0), owners)] + [resolve(mpi_pod("worker", i + 1), owners)
+                                                          for i in range(3)]
+    assert [m.rank for m in ranks if isinstance(m, src.Membership)] == [0, 1, 2, 3]
+
+
 # --- LeaderWorkerSet ------------------------------------------------------------------------
 
 def lws_pod(group: int, worker: int, size: str = "4") -> Any:
@@ -210,7 +221,7 @@ def test_a_gang_podgroup_is_the_gang_and_a_basic_one_falls_through() -> None:
     found = resolve(pod("p-0", {}, pod_group="pg"), gang)
     assert isinstance(found, src.Membership)
     assert (found.source, found.key, found.size, found.rank) == (
-        src.Source.POD_GROUP, "train/pg@uid-pg", 3, None)
+        src.Source.POD_GROUP, "train/pg@podgroup", 3, None)
     basic = Owners(pod_groups={"pg": src.PodGroupFacts("pg", "uid-pg", gang_min_count=None)})
     alone = resolve(pod("p-0", {}, pod_group="pg"), basic)
     assert isinstance(alone, src.Membership) and alone.source is src.Source.POD and alone.size == 1
@@ -300,3 +311,21 @@ def test_an_owner_with_a_wrong_typed_field_is_invalid_not_a_crash() -> None:
     with pytest.raises(ValueError):
         src.jobset_facts({"metadata": {"name": "x"},
                           "spec": {"replicatedJobs": [{"name": "a", "replicas": "2"}]}})
+
+
+# --- one key for every caller -------------------------------------------------------------
+
+def test_gang_key_is_the_key_resolve_and_membership_give_for_every_source() -> None:
+    training = {("PyTorchJob", "bert"): PYTORCH, ("MPIJob", "hvd"): MPI}
+    owners = Owners(jobsets={"llm": TRAINER}, training=training,
+                    pod_groups={"pg": src.PodGroupFacts("pg", "uid-pg", gang_min_count=2)})
+    pods = [jobset_pod("node", 1, 2, 1), pytorch_pod("worker", 3), mpi_pod("worker", 1), lws_pod(1, 2),
+            pod("pg-0", {}, pod_group="pg"), pod("g-0", {gangs.GANG_LABEL: "g"}),
+            pod("lone", {})]
+    for usage, spec in pods:
+        found = src.resolve(usage, spec, owners)
+        assert isinstance(found, src.Membership), (usage.name, found)
+        assert src.gang_key(usage, owners) == found.key, usage.name
+        assert src.membership(usage, owners) == (found.key, found.rank), usage.name
+        # Without its owner known, the pod still has the same key (bind tracking, restore).
+        assert src.gang_key(usage, Owners()) == found.key, usage.name
