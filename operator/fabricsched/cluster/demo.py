@@ -33,7 +33,14 @@ from fabricsched.api import placement as placement_api
 from fabricsched.api import schedconfig
 from fabricsched.api import topology as topology_api
 from fabricsched.cluster import (
-    components, controlplane, degradation, demo_workloads, errors, processes, rest, tour,
+    components,
+    controlplane,
+    degradation,
+    demo_workloads,
+    errors,
+    processes,
+    rest,
+    tour,
 )
 
 OPERATOR = "fabricsched"

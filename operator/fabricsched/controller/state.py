@@ -13,16 +13,14 @@ What is kept, and why it stays small at 10k nodes x 50k pods:
 - Jobs as ``ports.job_types.JobInfo`` (a handful of fields);
 - per node, the extended resources its active pods hold (updated on every pod change, so free
   GPUs never need a pass over all pods);
-- per FabricTopology, the free GPUs of every host of its current fabric (``snapshots.FreeMap``),
-  moved one node at a time as pods bind and end; rebuilt over all hosts only when the fabric
-  itself is rebuilt (nodes, labels, health, spec), which the scheduler's binds never cause;
+- per FabricTopology, the free GPUs of every host of its fabric (``snapshots.FreeMap``), moved one
+  node at a time as pods bind and end; rebuilt only with the fabric (nodes, labels, health, spec);
 - per FabricTopology, its spec, its nodes and a ``topology.health.HealthTracker``.
 
 Readers:
-- ``snapshot(name)`` -> ``snapshots.TopologySnapshot`` (fabric + free GPUs + spec), made lazily per
-  generation; its free-GPU map is shared with the state copy-on-write (a bind after the
-  snapshot copies the map, one C-level dict copy, before moving it), so a snapshot after each
-  bind costs no pass over the hosts and a snapshot kept across an ``await`` never changes;
+- ``snapshot(name)`` -> ``snapshots.TopologySnapshot`` (fabric + free GPUs + spec), lazily per
+  generation; its free-GPU map is shared copy-on-write (a later bind copies it first), so a
+  snapshot per bind costs no pass over the hosts and one kept across an ``await`` never changes;
 - ``pods``, ``jobs``, ``nodes``, ``topologies`` read-only mappings;
 - ``subscribe(callback)``: called synchronously with a ``ports.changes.Change`` after the state moved
   (pod bound or ended, job finished or deleted, element health changed, topology changed).
@@ -53,13 +51,10 @@ PodKey = tuple[str, str]
 JobKey = tuple[str, str]
 """(namespace, name) of a Job."""
 
+# The conventions the extender's gang key reads (extender/gang_sources.py): a pod record without
+# the workload labels would key as its child Job, not as the JobSet's gang it was planned in.
 KEPT_LABEL_PREFIXES = (
-    "fabricsched.io/",
-    "batch.kubernetes.io/",
-    # The workload conventions the extender's gang key reads (extender/gang_sources.py): a pod
-    # record without them would key as its child Job, not as the JobSet's gang it was planned in.
-    "jobset.sigs.k8s.io/",
-    "training.kubeflow.org/",
+    "fabricsched.io/", "batch.kubernetes.io/", "jobset.sigs.k8s.io/", "training.kubeflow.org/",
     "leaderworkerset.sigs.k8s.io/",
 )
 _KEPT_LABELS = frozenset({"job-name", "controller-uid"})
