@@ -30,6 +30,7 @@ from fabricsched.extender import (
     locality,
     path_health,
     pending,
+    pod_identity,
     placements,
     planning,
     ports,
@@ -93,6 +94,7 @@ class Coordinator:
         clock: Callable[[], float],
         options: CoordinatorOptions,
         jobs: ports.JobFetcher | None = None,
+        identity: pod_identity.PodIdentity | None = None,
     ) -> None:
         self.state = state
         self.book = book
@@ -101,6 +103,8 @@ class Coordinator:
         self.clock = clock
         self.options = options
         self.jobs = jobs
+        self.identity = identity
+        """Checks that a request's pod exists with its UID (None: every pod is taken as sent)."""
         self.ready = False
         """Set by ``restore``: before it, no decision is made (a reservation could be lost)."""
         self.path_health = path_health.PathHealth(state, book, writer, events, clock)
@@ -122,6 +126,8 @@ class Coordinator:
         if not self.ready:
             return FilterAnswer([], error="fabricsched is starting: its reservations are not restored yet")
         pod = nodes.PodUsage.from_manifest(manifest)
+        if self.identity is not None and (unknown := await self.identity.unknown(pod)):
+            return FilterAnswer([], failed=verdicts.every(node_names, unknown))  # forged or gone: no decision
         # NodeName is a NewType of str: the names are used as they came, with no per-node copy.
         candidates = cast(Sequence[ids.NodeName], node_names)
         known = self.book.get(gangs.membership(pod)[0])
@@ -174,7 +180,9 @@ class Coordinator:
 
     def prioritize(self, manifest: Mapping[str, Any], node_names: Sequence[str]) -> Scores:
         """The rank's planned node scores 10, every other node 0."""
-        return Scores(node_names, self._target(nodes.PodUsage.from_manifest(manifest)))
+        pod = nodes.PodUsage.from_manifest(manifest)
+        known = self.identity is None or self.identity.known(pod)
+        return Scores(node_names, self._target(pod) if known else None)
 
     def _target(self, pod: nodes.PodUsage) -> ids.NodeName | None:
         key, rank = gangs.membership(pod)

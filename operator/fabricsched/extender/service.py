@@ -19,7 +19,16 @@ import prometheus_client
 from aiohttp import web
 from kubernetes import client
 
-from fabricsched.extender import coordinator, kubeapi, metrics, placements, ports, reservations, server
+from fabricsched.extender import (
+    coordinator,
+    kubeapi,
+    metrics,
+    placements,
+    pod_identity,
+    ports,
+    reservations,
+    server,
+)
 from fabricsched.placement import request
 from fabricsched.ports import errors, notices, views
 
@@ -75,6 +84,7 @@ class Service:
         clock: Callable[[], float],
         options: ServiceOptions,
         registry: prometheus_client.CollectorRegistry | None = None,
+        pods: pod_identity.PodLookup | None = None,
     ) -> None:
         self.state = state
         self.options = options
@@ -91,6 +101,7 @@ class Service:
                 max_reserved_gpus_per_namespace=options.max_reserved_gpus_per_namespace,
             ),
             jobs,
+            pod_identity.PodIdentity(state, pods, clock) if pods is not None else None,
         )
         self._latency = _latency_histogram(registry) if registry is not None else None
         if registry is not None:
@@ -165,10 +176,10 @@ def on_api(
     options: ServiceOptions,
     registry: prometheus_client.CollectorRegistry | None = None,
 ) -> Service:
-    """The service with its FabricPlacement store and Job lookups on ``api_client``."""
+    """The service with its FabricPlacement store, Job and pod lookups on ``api_client``."""
     return Service(
         state, kubeapi.ApiPlacementStore(api_client), kubeapi.ApiJobFetcher(api_client),
-        recorder, clock, options, registry,
+        recorder, clock, options, registry, pod_identity.ApiPodLookup(api_client),
     )
 
 
