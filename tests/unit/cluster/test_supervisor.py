@@ -54,7 +54,9 @@ def test_a_killed_command_is_started_again_and_stop_ends_both(tmp_path: Path, st
                or Path(f"/proc/{second}/stat").read_text().split(")")[-1].split()[0] == "Z")
 
 
-def test_a_command_that_keeps_failing_fast_waits_longer_each_time(tmp_path: Path, started: list[Started]) -> None:
+def test_a_command_that_keeps_failing_fast_waits_longer_each_time(
+    tmp_path: Path, started: list[Started]
+) -> None:
     log = tmp_path / "f.log"
     started.append(processes.start("failing", processes.supervised(["/bin/sh", "-c", "exit 3"]), log))
     eventually("three restarts", lambda: log.read_text().count("exited with 3") >= 3)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
-from builders import PodBuilder, make_pod
 from extender_harness import Harness, fabric_nodes
 
+from builders import PodBuilder, make_pod
 from fabricsched.extender import pod_identity
 from fabricsched.ports import errors
 
