@@ -298,3 +298,45 @@ def test_wrong_typed_pod_fields_get_400_from_both_verbs_and_serving_goes_on(clus
                 status = e.code
             assert status == 400, (what, verb, status)
     cluster.healthz_answers_quickly(probes=2)
+
+
+def forged_pod(namespace: str, name: str, uid: str) -> dict[str, Any]:
+    """A pod body as the kube-scheduler would send it, for a pod the API server may not hold."""
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": namespace, "uid": uid,
+                         "annotations": {"fabricsched.io/gang-size": "1"}},
+            "spec": trainer_spec(8), "status": {"phase": "Pending"}}
+
+
+def test_forged_filter_calls_reserve_nothing_and_write_nothing(cluster: Cluster, ns: str) -> None:
+    hosts = fabric_nodes(cluster)
+    # Real pods wait for a scheduler nobody runs: only the forged calls below reach fabricsched.
+    spec = {**trainer_spec(8), "schedulerName": "nobody"}
+
+    def create(name: str) -> dict[str, Any]:
+        body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
+        made: dict[str, Any] = cluster.api.call("POST", f"/api/v1/namespaces/{ns}/pods", body)
+        return made
+
+    real = create("real")
+    cluster.api.call("DELETE", f"/api/v1/namespaces/{ns}/pods/real", {"gracePeriodSeconds": 0})
+    create("held")  # a pod with this name exists, under another UID than the forged one
+    forgeries = {
+        "a pod never created": forged_pod(ns, "ghost", "00000000-0000-0000-0000-000000000001"),
+        "a deleted pod": forged_pod(ns, "real", real["metadata"]["uid"]),
+        "the right name and a wrong UID": forged_pod(ns, "held", "00000000-0000-0000-0000-000000000002"),
+        "a pod in kube-system": forged_pod("kube-system", "ghost", "00000000-0000-0000-0000-000000000003"),
+    }
+    for what, pod in forgeries.items():
+        for _ in range(3):  # the negative answer is remembered: asking again costs nothing more
+            answer = json.loads(cluster.filter(pod, hosts))
+            reasons = set(answer["FailedNodes"].values())
+            assert answer["NodeNames"] == [] and len(answer["FailedNodes"]) == len(hosts), (what, answer)
+            assert all(r.startswith("unknown pod") and len(r.encode()) <= 160 for r in reasons), what
+    time.sleep(1.0)  # a background write would have landed by now
+    placements = cluster.api.call("GET", "/apis/fabricsched.io/v1alpha1/fabricplacements")["items"]
+    assert not [p["metadata"] for p in placements if p["metadata"]["namespace"] in (ns, "kube-system")]
+    # Nothing is reserved: a gang needing every host binds at once.
+    cluster.indexed_job(ns, "whole", 16)
+    placed = cluster.bound_within(ns, None, "whole", 16, 30.0)
+    assert len(set(placed)) == 16
