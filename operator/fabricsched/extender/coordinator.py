@@ -114,6 +114,9 @@ class Coordinator:
         """Gangs without a plan yet: a Pending FabricPlacement says why (rate-limited writes)."""
         self.follower = following.Follower(state, book, writer, clock, self.path_health)
         """Moves the book with the cluster: binds, ends, Jobs, expiry, restore."""
+        self.on_freed: Callable[[], None] = lambda: None
+        """Told when the book or the cluster freed capacity (``wakeup``: waiting gangs retry)."""
+        self._reserved_at_tick = 0
         self._noticed: dict[tuple[ids.GangKey, str], float] = {}
         self._session = session.Session()
         """The placement session: snapshots, locality floors, running gangs' demands."""
@@ -386,10 +389,18 @@ class Coordinator:
     def on_change(self, change: changes.Change) -> None:
         """The state's subscription callback: quick, synchronous, never raises."""
         self.follower.on_change(change)
+        if isinstance(change, changes.PodEnded | changes.JobFinished | changes.JobDeleted):
+            self.on_freed()
 
     def housekeeping(self) -> None:
         """Expire idle reservations, release gangs whose pods all ended, forget old clocks."""
         self.follower.housekeeping()
+        # Fewer GPUs reserved than at the last tick: plans expired or were released (here, or by
+        # the writer for a namespace that is gone); a bind moving a rank to bound counts too.
+        reserved = sum(self.book.reserved_gpus().values())
+        if reserved < self._reserved_at_tick:
+            self.on_freed()
+        self._reserved_at_tick = reserved
         self._clocks.prune(self.clock())
         cutoff = self.clock() - self.options.event_interval_s
         self._noticed = {k: t for k, t in self._noticed.items() if t > cutoff}
