@@ -30,6 +30,7 @@ GPU = "nvidia.com/gpu"
 HEALTHZ_BUDGET_S = 2.0
 BIND_BUDGET_S = 10.0
 REASON_BYTES_PER_NODE = 200
+WAKE_BUDGET_S = 15.0
 
 
 class Cluster:
@@ -340,3 +341,30 @@ def test_forged_filter_calls_reserve_nothing_and_write_nothing(cluster: Cluster,
     cluster.indexed_job(ns, "whole", 16)
     placed = cluster.bound_within(ns, None, "whole", 16, 30.0)
     assert len(set(placed)) == 16
+
+
+def test_a_waiting_gang_starts_soon_after_its_blocker_is_deleted(cluster: Cluster, ns: str) -> None:
+    # The blocker holds 12 of the 16 hosts; the waiting gang needs 8, so it is refused (NoFit)
+    # and its pods sit among the kube-scheduler's unschedulable pods.
+    cluster.indexed_job(ns, "blocker", 12)
+    cluster.bound_within(ns, None, "blocker", 12, 30.0)
+    cluster.indexed_job(ns, "waiting", 8)
+
+    def refused() -> bool:
+        events = cluster.api.call("GET", f"/api/v1/namespaces/{ns}/events")["items"]
+        return any(e.get("reason") == "FailedScheduling" and "waiting" in e["involvedObject"]["name"]
+                   for e in events)
+
+    wait_for("the waiting gang refused", refused, timeout=30)
+    time.sleep(3.0)  # past the scheduler's first retries: the pods wait for a cluster event
+    cluster.api.request("DELETE", f"/apis/batch/v1/namespaces/{ns}/jobs/blocker",
+                        {"propagationPolicy": "Background"})
+    deleted_at = time.monotonic()
+    for pod in cluster.pods(ns):
+        if pod["metadata"].get("labels", {}).get("job-name") == "blocker":
+            cluster.api.request("DELETE", f"/api/v1/namespaces/{ns}/pods/{pod['metadata']['name']}",
+                                {"gracePeriodSeconds": 0})
+    placed = cluster.bound_within(ns, None, "waiting", 8, WAKE_BUDGET_S)
+    took = time.monotonic() - deleted_at
+    assert len(set(placed)) == 8
+    print(f"waiting gang bound {took:.1f} s after its blocker was deleted")
