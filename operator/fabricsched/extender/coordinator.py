@@ -178,6 +178,9 @@ class Coordinator:
             if isinstance(moved, FilterAnswer):
                 return moved
             entry, target = moved, moved.ranks[rank]
+        elif snapshot.fabric.hosts.get(target) is not None and snapshot.fabric.hosts[target].degraded:
+            if (off := self._move_off(entry, rank, target, snapshot, candidates)) is not None:
+                entry, target = off, off.ranks[rank]
         assert target is not None
         return self._steer(entry, rank, target, snapshot, candidates)
 
@@ -325,6 +328,32 @@ class Coordinator:
         moved = planning.replan(inputs, entry, moving, candidates, self.options.placement)
         if isinstance(moved, request.NoFit):
             return self._no_fit(entry.key, entry.display, entry.tier, entry.required, moved, candidates, pod)
+        return self._commit(entry, moving, moved)
+
+    def _move_off(
+        self,
+        entry: reservations.Entry,
+        rank: int,
+        target: ids.NodeName,
+        snapshot: ports.SnapshotView,
+        candidates: Sequence[ids.NodeName],
+    ) -> reservations.Entry | None:
+        """A reserved rank whose host degraded or went down after the plan: planned again by
+        the gang rule, off that host, when that gives the whole gang a healthy path (off a down
+        host: any finite one); None keeps the rank where it is."""
+        keep = [n for r, n in entry.held() if r != rank]
+        inputs = self._inputs(snapshot, entry.key, keep, entry.gpus_per_pod)
+        others = [n for n in candidates if n != target]
+        moved = planning.replan(inputs, entry, [rank], others, self.options.placement)
+        if isinstance(moved, request.NoFit):
+            return None
+        if moved.degraded_path and not snapshot.fabric.hosts[target].down:
+            return None  # no healthier place for it now: a degraded host beats a wait
+        return self._commit(entry, [rank], moved)
+
+    def _commit(
+        self, entry: reservations.Entry, moving: Sequence[int], moved: reservations.Entry
+    ) -> reservations.Entry:
         updated = self.book.replan(
             entry.key,
             {r: n for r, n in enumerate(moved.ranks) if r in moving and n is not None},
