@@ -178,9 +178,8 @@ class Coordinator:
             if isinstance(moved, FilterAnswer):
                 return moved
             entry, target = moved, moved.ranks[rank]
-        elif snapshot.fabric.hosts.get(target) is not None and snapshot.fabric.hosts[target].degraded:
-            if (off := self._move_off(entry, rank, target, snapshot, candidates)) is not None:
-                entry, target = off, off.ranks[rank]
+        elif (off := self._move_off(entry, rank, target, snapshot, candidates)) is not None:
+            entry, target = off, off.ranks[rank]
         assert target is not None
         return self._steer(entry, rank, target, snapshot, candidates)
 
@@ -340,14 +339,18 @@ class Coordinator:
     ) -> reservations.Entry | None:
         """A reserved rank whose host degraded or went down after the plan: planned again by
         the gang rule, off that host, when that gives the whole gang a healthy path (off a down
-        host: any finite one); None keeps the rank where it is."""
+        host: any finite one); None keeps the rank where it is (its host is healthy, or nothing
+        better is free)."""
+        host = snapshot.fabric.hosts.get(target)
+        if host is None or not host.degraded:
+            return None
         keep = [n for r, n in entry.held() if r != rank]
         inputs = self._inputs(snapshot, entry.key, keep, entry.gpus_per_pod)
         others = [n for n in candidates if n != target]
         moved = planning.replan(inputs, entry, [rank], others, self.options.placement)
         if isinstance(moved, request.NoFit):
             return None
-        if moved.degraded_path and not snapshot.fabric.hosts[target].down:
+        if moved.degraded_path and not host.down:
             return None  # no healthier place for it now: a degraded host beats a wait
         return self._commit(entry, [rank], moved)
 
