@@ -342,8 +342,8 @@ class Coordinator:
         host: any finite one); None keeps the rank where it is (its host is healthy, or nothing
         better is free)."""
         host = snapshot.fabric.hosts.get(target)
-        if host is None or not host.degraded:
-            return None
+        if entry.size == 1 or host is None or not host.degraded:
+            return None  # a lone pod's rule prefers a degraded host: its link carries no gang traffic
         keep = [n for r, n in entry.held() if r != rank]
         inputs = self._inputs(snapshot, entry.key, keep, entry.gpus_per_pod)
         others = [n for n in candidates if n != target]
