@@ -147,7 +147,8 @@ def _wait(description: str, check: Callable[[], bool], deadline: float,
     """Poll ``check`` until true; fail early when any component exits."""
     while True:
         for record in started:
-            if not processes.is_alive(record):
+            # A supervised component that exits is restarted: during start-up it failed all the same.
+            if not processes.is_alive(record) or processes.has_restarted(record):
                 raise errors.ComponentFailed(
                     f"{record.component} exited while waiting for {description}; "
                     f"last lines of {record.log}:\n{processes.log_tail(record.log)}")

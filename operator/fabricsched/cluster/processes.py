@@ -175,9 +175,14 @@ HEALTHY_AFTER_S = 30.0
 """A command that ran this long had started well: its next restart waits the first delay again."""
 
 
+SUPERVISOR_MODULE = "fabricsched.cluster.processes"
+RESTART_MARK = "supervisor:"
+"""Starts the line the supervisor logs for each exit of its command."""
+
+
 def supervised(argv: Sequence[str]) -> list[str]:
     """``argv`` run under ``supervise``: restarted whenever it exits, until stopped."""
-    return [sys.executable, "-m", "fabricsched.cluster.processes", *argv]
+    return [sys.executable, "-m", SUPERVISOR_MODULE, *argv]
 
 
 def supervise(argv: Sequence[str]) -> int:
@@ -204,13 +209,24 @@ def supervise(argv: Sequence[str]) -> int:
         ran = time.monotonic() - started
         fast_failures = 0 if ran >= HEALTHY_AFTER_S else fast_failures + 1
         delay = min(RESTART_DELAY_S * 2 ** max(0, fast_failures - 1), MAX_RESTART_DELAY_S)
-        print(f"supervisor: {argv[0]} exited with {code} after {ran:.1f} s; restarting in {delay:.0f} s",
+        print(f"{RESTART_MARK} {argv[0]} exited with {code} after {ran:.1f} s; restarting in {delay:.0f} s",
               flush=True)
         deadline = time.monotonic() + delay
         while not stopping and time.monotonic() < deadline:
             time.sleep(0.1)
         if stopping:
             return code
+
+
+def has_restarted(record: ProcessRecord) -> bool:
+    """True once a supervised component's command exited at least once (its log says so)."""
+    if tuple(record.argv[1:3]) != ("-m", SUPERVISOR_MODULE):
+        return False
+    try:
+        with Path(record.log).open("rb") as log:
+            return any(line.startswith(RESTART_MARK.encode()) for line in log)
+    except OSError:
+        return False
 
 
 def children(pid: int) -> list[int]:

@@ -69,3 +69,15 @@ def test_a_stop_while_waiting_to_restart_ends_the_supervisor(tmp_path: Path, sta
     started.append(processes.start("failing", processes.supervised(["/bin/sh", "-c", "exit 1"]), log))
     eventually("a failure", lambda: "restarting" in log.read_text())
     assert processes.stop([started[0][1]], timeout=5) == []
+
+
+def test_a_restart_shows_in_the_record_only_for_a_supervised_command(
+    tmp_path: Path, started: list[Started]
+) -> None:
+    log = tmp_path / "f.log"
+    started.append(processes.start("failing", processes.supervised(["/bin/sh", "-c", "exit 1"]), log))
+    plain = tmp_path / "p.log"
+    started.append(processes.start("plain", ["/bin/sh", "-c", "echo 'supervisor: not me'; sleep 60"], plain))
+    eventually("a failure", lambda: processes.has_restarted(started[0][1]))
+    eventually("the plain log", lambda: plain.exists() and "not me" in plain.read_text())
+    assert not processes.has_restarted(started[1][1])
