@@ -24,7 +24,7 @@ import pytest
 from clusterkit import find_binaries_or_skip, new_namespace, wait_for
 from test_extender import REPO, TOPOLOGY, Operator, trainer_spec
 
-from fabricsched.cluster import commands, controlplane, nodes, processes, rest, samples
+from fabricsched.cluster import commands, controlplane, kwok, nodes, processes, rest, samples
 
 GPU = "nvidia.com/gpu"
 HEALTHZ_BUDGET_S = 2.0
@@ -343,7 +343,7 @@ def test_forged_filter_calls_reserve_nothing_and_write_nothing(cluster: Cluster,
     assert len(set(placed)) == 16
 
 
-def test_a_waiting_gang_starts_soon_after_its_blocker_is_deleted(cluster: Cluster, ns: str) -> None:
+def test_a_waiting_gang_starts_soon_after_its_blockers_pods_succeed(cluster: Cluster, ns: str) -> None:
     # The blocker holds 12 of the 16 hosts; the waiting gang needs 8, so it is refused (NoFit)
     # and its pods sit among the kube-scheduler's unschedulable pods.
     cluster.indexed_job(ns, "blocker", 12)
@@ -357,14 +357,51 @@ def test_a_waiting_gang_starts_soon_after_its_blocker_is_deleted(cluster: Cluste
 
     wait_for("the waiting gang refused", refused, timeout=30)
     time.sleep(3.0)  # past the scheduler's first retries: the pods wait for a cluster event
-    cluster.api.request("DELETE", f"/apis/batch/v1/namespaces/{ns}/jobs/blocker",
-                        {"propagationPolicy": "Background"})
-    deleted_at = time.monotonic()
+    # The blocker's pods succeed. The kube-scheduler frees their nodes at once (and retries the
+    # waiting pods), but fabricsched keeps the ranks for replacement pods until the Job itself
+    # completes, a moment later: that retry is refused, and the Job's completion is no event
+    # the scheduler acts on. Only fabricsched's own signal wakes the gang then.
+    ended_at = time.monotonic()
     for pod in cluster.pods(ns):
         if pod["metadata"].get("labels", {}).get("job-name") == "blocker":
-            cluster.api.request("DELETE", f"/api/v1/namespaces/{ns}/pods/{pod['metadata']['name']}",
-                                {"gracePeriodSeconds": 0})
+            kwok.finish(cluster.api, ns, pod["metadata"]["name"], "Succeeded")
+    placed = cluster.bound_within(ns, None, "waiting", 8, WAKE_BUDGET_S)
+    took = time.monotonic() - ended_at
+    assert len(set(placed)) == 8
+    print(f"waiting gang bound {took:.1f} s after its blocker's pods succeeded")
+
+
+def test_a_waiting_gang_starts_soon_after_a_blocker_with_reserved_ranks_is_deleted(
+    cluster: Cluster, ns: str
+) -> None:
+    # The blocker is a labelled gang of 12: 10 ranks bound, 2 reserved behind a scheduling gate.
+    # Its reservation is let go only after its pods are gone (fabricsched's housekeeping), after
+    # the kube-scheduler has seen the deletions: only fabricsched's own signal wakes the gang.
+    for rank in range(12):
+        spec = trainer_spec(8)
+        if rank >= 10:
+            spec["schedulingGates"] = [{"name": "example.com/held"}]
+        cluster.api.call("POST", f"/api/v1/namespaces/{ns}/pods", {
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": f"blocker-{rank}", "labels": {"fabricsched.io/gang": "blocker"},
+                         "annotations": {"fabricsched.io/gang-size": "12",
+                                         "fabricsched.io/rank": str(rank)}},
+            "spec": spec})
+    cluster.bound_within(ns, {f"blocker-{r}" for r in range(10)}, None, 10, 30.0)
+    cluster.indexed_job(ns, "waiting", 8)
+
+    def refused() -> bool:
+        events = cluster.api.call("GET", f"/api/v1/namespaces/{ns}/events")["items"]
+        return any(e.get("reason") == "FailedScheduling" and "waiting" in e["involvedObject"]["name"]
+                   for e in events)
+
+    wait_for("the waiting gang refused", refused, timeout=30)
+    time.sleep(3.0)
+    deleted_at = time.monotonic()
+    for rank in range(12):
+        cluster.api.request("DELETE", f"/api/v1/namespaces/{ns}/pods/blocker-{rank}",
+                            {"gracePeriodSeconds": 0})
     placed = cluster.bound_within(ns, None, "waiting", 8, WAKE_BUDGET_S)
     took = time.monotonic() - deleted_at
     assert len(set(placed)) == 8
-    print(f"waiting gang bound {took:.1f} s after its blocker was deleted")
+    print(f"waiting gang bound {took:.1f} s after its blocker (with reserved ranks) was deleted")
