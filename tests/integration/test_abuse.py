@@ -24,12 +24,13 @@ import pytest
 from clusterkit import find_binaries_or_skip, new_namespace, wait_for
 from test_extender import REPO, TOPOLOGY, Operator, trainer_spec
 
-from fabricsched.cluster import commands, controlplane, nodes, processes, rest, samples
+from fabricsched.cluster import commands, controlplane, kwok, nodes, processes, rest, samples
 
 GPU = "nvidia.com/gpu"
 HEALTHZ_BUDGET_S = 2.0
 BIND_BUDGET_S = 10.0
 REASON_BYTES_PER_NODE = 200
+WAKE_BUDGET_S = 15.0
 
 
 class Cluster:
@@ -298,3 +299,109 @@ def test_wrong_typed_pod_fields_get_400_from_both_verbs_and_serving_goes_on(clus
                 status = e.code
             assert status == 400, (what, verb, status)
     cluster.healthz_answers_quickly(probes=2)
+
+
+def forged_pod(namespace: str, name: str, uid: str) -> dict[str, Any]:
+    """A pod body as the kube-scheduler would send it, for a pod the API server may not hold."""
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": namespace, "uid": uid,
+                         "annotations": {"fabricsched.io/gang-size": "1"}},
+            "spec": trainer_spec(8), "status": {"phase": "Pending"}}
+
+
+def test_forged_filter_calls_reserve_nothing_and_write_nothing(cluster: Cluster, ns: str) -> None:
+    hosts = fabric_nodes(cluster)
+    # Real pods wait for a scheduler nobody runs: only the forged calls below reach fabricsched.
+    spec = {**trainer_spec(8), "schedulerName": "nobody"}
+
+    def create(name: str) -> dict[str, Any]:
+        body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
+        made: dict[str, Any] = cluster.api.call("POST", f"/api/v1/namespaces/{ns}/pods", body)
+        return made
+
+    real = create("real")
+    cluster.api.call("DELETE", f"/api/v1/namespaces/{ns}/pods/real", {"gracePeriodSeconds": 0})
+    create("held")  # a pod with this name exists, under another UID than the forged one
+    forgeries = {
+        "a pod never created": forged_pod(ns, "ghost", "00000000-0000-0000-0000-000000000001"),
+        "a deleted pod": forged_pod(ns, "real", real["metadata"]["uid"]),
+        "the right name and a wrong UID": forged_pod(ns, "held", "00000000-0000-0000-0000-000000000002"),
+        "a pod in kube-system": forged_pod("kube-system", "ghost", "00000000-0000-0000-0000-000000000003"),
+    }
+    for what, pod in forgeries.items():
+        for _ in range(3):  # the negative answer is remembered: asking again costs nothing more
+            answer = json.loads(cluster.filter(pod, hosts))
+            reasons = set(answer["FailedNodes"].values())
+            assert answer["NodeNames"] == [] and len(answer["FailedNodes"]) == len(hosts), (what, answer)
+            assert all(r.startswith("unknown pod") and len(r.encode()) <= 160 for r in reasons), what
+    time.sleep(1.0)  # a background write would have landed by now
+    placements = cluster.api.call("GET", "/apis/fabricsched.io/v1alpha1/fabricplacements")["items"]
+    assert not [p["metadata"] for p in placements if p["metadata"]["namespace"] in (ns, "kube-system")]
+    # Nothing is reserved: a gang needing every host binds at once.
+    cluster.indexed_job(ns, "whole", 16)
+    placed = cluster.bound_within(ns, None, "whole", 16, 30.0)
+    assert len(set(placed)) == 16
+
+
+def test_a_waiting_gang_starts_soon_after_its_blockers_pods_succeed(cluster: Cluster, ns: str) -> None:
+    # The blocker holds 12 of the 16 hosts; the waiting gang needs 8, so it is refused (NoFit)
+    # and its pods sit among the kube-scheduler's unschedulable pods.
+    cluster.indexed_job(ns, "blocker", 12)
+    cluster.bound_within(ns, None, "blocker", 12, 30.0)
+    cluster.indexed_job(ns, "waiting", 8)
+
+    def refused() -> bool:
+        events = cluster.api.call("GET", f"/api/v1/namespaces/{ns}/events")["items"]
+        return any(e.get("reason") == "FailedScheduling" and "waiting" in e["involvedObject"]["name"]
+                   for e in events)
+
+    wait_for("the waiting gang refused", refused, timeout=30)
+    time.sleep(3.0)  # past the scheduler's first retries: the pods wait for a cluster event
+    # The blocker's pods succeed. The kube-scheduler frees their nodes at once (and retries the
+    # waiting pods), but fabricsched keeps the ranks for replacement pods until the Job itself
+    # completes, a moment later: that retry is refused, and the Job's completion is no event
+    # the scheduler acts on. Only fabricsched's own signal wakes the gang then.
+    ended_at = time.monotonic()
+    for pod in cluster.pods(ns):
+        if pod["metadata"].get("labels", {}).get("job-name") == "blocker":
+            kwok.finish(cluster.api, ns, pod["metadata"]["name"], "Succeeded")
+    placed = cluster.bound_within(ns, None, "waiting", 8, WAKE_BUDGET_S)
+    took = time.monotonic() - ended_at
+    assert len(set(placed)) == 8
+    print(f"waiting gang bound {took:.1f} s after its blocker's pods succeeded")
+
+
+def test_a_waiting_gang_starts_soon_after_a_blocker_with_reserved_ranks_is_deleted(
+    cluster: Cluster, ns: str
+) -> None:
+    # The blocker is a labelled gang of 12: 10 ranks bound, 2 reserved behind a scheduling gate.
+    # Its reservation is let go only after its pods are gone (fabricsched's housekeeping), after
+    # the kube-scheduler has seen the deletions: only fabricsched's own signal wakes the gang.
+    for rank in range(12):
+        spec = trainer_spec(8)
+        if rank >= 10:
+            spec["schedulingGates"] = [{"name": "example.com/held"}]
+        cluster.api.call("POST", f"/api/v1/namespaces/{ns}/pods", {
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": f"blocker-{rank}", "labels": {"fabricsched.io/gang": "blocker"},
+                         "annotations": {"fabricsched.io/gang-size": "12",
+                                         "fabricsched.io/rank": str(rank)}},
+            "spec": spec})
+    cluster.bound_within(ns, {f"blocker-{r}" for r in range(10)}, None, 10, 30.0)
+    cluster.indexed_job(ns, "waiting", 8)
+
+    def refused() -> bool:
+        events = cluster.api.call("GET", f"/api/v1/namespaces/{ns}/events")["items"]
+        return any(e.get("reason") == "FailedScheduling" and "waiting" in e["involvedObject"]["name"]
+                   for e in events)
+
+    wait_for("the waiting gang refused", refused, timeout=30)
+    time.sleep(3.0)
+    deleted_at = time.monotonic()
+    for rank in range(12):
+        cluster.api.request("DELETE", f"/api/v1/namespaces/{ns}/pods/blocker-{rank}",
+                            {"gracePeriodSeconds": 0})
+    placed = cluster.bound_within(ns, None, "waiting", 8, WAKE_BUDGET_S)
+    took = time.monotonic() - deleted_at
+    assert len(set(placed)) == 8
+    print(f"waiting gang bound {took:.1f} s after its blocker (with reserved ranks) was deleted")

@@ -214,6 +214,7 @@ def test_default_render_has_one_deployment_and_no_optional_objects(helm: Helm) -
         "Deployment",
         # The namespace opt-in webhook (on by default): its certificate, Service and configuration.
         "Secret", "Service", "MutatingWebhookConfiguration",
+        "Role", "RoleBinding",  # the wake-up object's (rbac-wakeup.yaml)
     ])
     for doc in docs:
         if doc["kind"] not in ("ClusterRole", "ClusterRoleBinding", "MutatingWebhookConfiguration"):

@@ -55,6 +55,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     run.add_argument("--extender-max-body-bytes", type=int, default=_EXTENDER.max_body_bytes, metavar="BYTES",
                      help="largest extender request body; larger ones are refused (HTTP 400) "
                           "(default: %(default)s)")
+    run.add_argument("--no-wake-ups", dest="wake_ups", action="store_false",
+                     help="do not update the CSIStorageCapacity fabricsched-wakeup (in the leases' "
+                          "namespace) when capacity frees; waiting gangs then retry on the "
+                          "kube-scheduler's own clock (up to 5 minutes)")
     run.add_argument("--namespace-for-leases", dest="lease_namespace", default=_LEASES.namespace,
                      help="namespace of fabricsched's coordination Lease (default: %(default)s)")
     run.add_argument("--events-namespace", default=_DEFAULTS.events_namespace,
@@ -160,6 +164,8 @@ def _extender_options(args: argparse.Namespace) -> service.ServiceOptions:
     return service.ServiceOptions(
         address=args.extender_address,
         max_reserved_gpus_per_namespace=args.max_reserved_gpus_per_namespace,
+        # Waiting gangs are woken through an object in fabricsched's own namespace (its Leases').
+        wake_namespace=args.lease_namespace if args.wake_ups else "",
         reservation_ttl_s=args.reservation_ttl,
         max_body_bytes=args.extender_max_body_bytes,
         locality_wait=wait,

@@ -60,6 +60,24 @@ class ControlPlane:
     def client(self) -> rest.Client:
         return rest.Client.from_kubeconfig(self.kubeconfig)
 
+    def stop_component(self, component: str, timeout: float = 10.0) -> None:
+        """Stop one recorded component (SIGTERM, SIGKILL after ``timeout``): a fault to inject.
+        Supervised components come back on their own; ``start_component`` restarts the others."""
+        records, _ = processes.read_state(components.Layout(self.dir).state)
+        processes.stop([_record(records, component)], timeout)
+
+    def start_component(self, component: str) -> None:
+        """Start a stopped component again with its recorded command line and log."""
+        layout = components.Layout(self.dir)
+        records, extra = processes.read_state(layout.state)
+        old = _record(records, component)
+        if processes.is_alive(old):
+            raise errors.ClusterError(f"{component} is still running (pid {old.pid})")
+        env = kwok.environment(layout.kwok_workdir) if component == KWOK else None
+        child, record = processes.start(component, old.argv, Path(old.log), env)
+        self._children.append(child)
+        processes.write_state(layout.state, [record if r is old else r for r in records], extra)
+
     def down(self, options: Options = Options()) -> None:
         try:
             down(self.dir, options)
@@ -67,6 +85,13 @@ class ControlPlane:
             for child in self._children:
                 child.wait()  # already stopped: this only reaps it
             self._children.clear()
+
+
+def _record(records: Sequence[processes.ProcessRecord], component: str) -> processes.ProcessRecord:
+    found = next((r for r in records if r.component == component), None)
+    if found is None:
+        raise errors.ClusterError(f"no component {component!r} in this cluster")
+    return found
 
 
 def _health_context() -> ssl.SSLContext:
@@ -122,7 +147,8 @@ def _wait(description: str, check: Callable[[], bool], deadline: float,
     """Poll ``check`` until true; fail early when any component exits."""
     while True:
         for record in started:
-            if not processes.is_alive(record):
+            # A supervised component that exits is restarted: during start-up it failed all the same.
+            if not processes.is_alive(record) or processes.has_restarted(record):
                 raise errors.ComponentFailed(
                     f"{record.component} exited while waiting for {description}; "
                     f"last lines of {record.log}:\n{processes.log_tail(record.log)}")
@@ -208,10 +234,14 @@ def up(directory: Path, nodes_file: Path | None = None,
         ("etcd", components.etcd(bins, layout, ports)),
         ("kube-apiserver", components.apiserver(bins, layout, ports, pki)),
     ]
+    # Restarted whenever they exit (a scheduler exits when it loses its lease in an API
+    # server outage); etcd and the API server are not, so a test can hold them down.
     controllers = [
-        ("kube-controller-manager", components.controller_manager(bins, layout, ports, pki)),
-        *[(s.component, components.scheduler(bins, layout, ports, s)) for s in specs],
-        (KWOK, components.kwok_argv(bins, layout)),
+        (component, processes.supervised(argv)) for component, argv in (
+            ("kube-controller-manager", components.controller_manager(bins, layout, ports, pki)),
+            *[(s.component, components.scheduler(bins, layout, ports, s)) for s in specs],
+            (KWOK, components.kwok_argv(bins, layout)),
+        )
     ]
     children: list[subprocess.Popen[bytes]] = []
     records: list[processes.ProcessRecord] = []

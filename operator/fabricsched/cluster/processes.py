@@ -4,6 +4,13 @@ Each process runs in its own session (hence its own process group), so Ctrl-C in
 terminal that ran ``cluster up`` does not take the cluster down, and ``down`` can stop a
 component together with anything it spawned. The state file is rewritten after every
 start, so a crash halfway through ``up`` still leaves a record ``down`` can act on.
+
+``cluster up`` returns while its components keep running, so nobody would notice one that
+exits (a kube-scheduler exits when it loses its leader lease during an API server outage).
+Components started through ``supervised`` run under ``supervise`` (``python -m
+fabricsched.cluster.processes COMMAND...``): it restarts the command whenever it exits, after a
+back-off that grows while the command keeps failing fast, and stops it (and itself) on
+SIGTERM. It shares the component's process group, so ``stop`` ends both at once.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -158,3 +166,80 @@ def log_tail(path: Path | str, lines: int = 25) -> str:
         return f"(no log: {e})"
     tail = text.splitlines()[-lines:]
     return "\n".join(tail) if tail else "(log is empty)"
+
+
+RESTART_DELAY_S = 1.0
+"""First wait before restarting a command that exited; doubled on each fast failure."""
+MAX_RESTART_DELAY_S = 8.0
+HEALTHY_AFTER_S = 30.0
+"""A command that ran this long had started well: its next restart waits the first delay again."""
+
+
+SUPERVISOR_MODULE = "fabricsched.cluster.processes"
+RESTART_MARK = "supervisor:"
+"""Starts the line the supervisor logs for each exit of its command."""
+
+
+def supervised(argv: Sequence[str]) -> list[str]:
+    """``argv`` run under ``supervise``: restarted whenever it exits, until stopped."""
+    return [sys.executable, "-m", SUPERVISOR_MODULE, *argv]
+
+
+def supervise(argv: Sequence[str]) -> int:
+    """Run ``argv`` until SIGTERM or SIGINT, restarting it whenever it exits; returns its last
+    exit code. The signal is passed on to the running command."""
+    stopping = False
+    child: subprocess.Popen[bytes] | None = None
+
+    def on_signal(signum: int, _frame: object) -> None:
+        nonlocal stopping
+        stopping = True
+        if child is not None and child.poll() is None:
+            child.send_signal(signum)
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    fast_failures = 0
+    while True:
+        started = time.monotonic()
+        child = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL)
+        code = child.wait()
+        if stopping:
+            return code
+        ran = time.monotonic() - started
+        fast_failures = 0 if ran >= HEALTHY_AFTER_S else fast_failures + 1
+        delay = min(RESTART_DELAY_S * 2 ** max(0, fast_failures - 1), MAX_RESTART_DELAY_S)
+        print(f"{RESTART_MARK} {argv[0]} exited with {code} after {ran:.1f} s; restarting in {delay:.0f} s",
+              flush=True)
+        deadline = time.monotonic() + delay
+        while not stopping and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if stopping:
+            return code
+
+
+def has_restarted(record: ProcessRecord) -> bool:
+    """True once a supervised component's command exited at least once (its log says so)."""
+    if tuple(record.argv[1:3]) != ("-m", SUPERVISOR_MODULE):
+        return False
+    try:
+        with Path(record.log).open("rb") as log:
+            return any(line.startswith(RESTART_MARK.encode()) for line in log)
+    except OSError:
+        return False
+
+
+def children(pid: int) -> list[int]:
+    """PIDs of the direct children of ``pid`` (Linux; empty when it has none or is gone)."""
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    except OSError:
+        return []
+    return [int(p) for p in text.split()]
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 2:
+        print("usage: python -m fabricsched.cluster.processes COMMAND [ARG...]", file=sys.stderr)
+        sys.exit(2)
+    sys.exit(supervise(sys.argv[1:]))

@@ -291,8 +291,8 @@ class ClusterState:
         if old.active:
             self._hold(old, -1)
             self.generation += 1
-        if old.node is not None:
-            self._emit(changes.PodEnded(old, deleted=True))
+        # Unbound pods too: a gang whose pods are all deleted before binding frees its plan.
+        self._emit(changes.PodEnded(old, deleted=True))
 
     def _hold(self, pod: k8s.PodUsage, sign: int) -> None:
         assert pod.node is not None

@@ -34,6 +34,7 @@ from fabricsched.extender import (
     pending,
     placements,
     planning,
+    pod_identity,
     ports,
     reservations,
     verdicts,
@@ -97,6 +98,7 @@ class Coordinator:
         options: CoordinatorOptions,
         jobs: ports.JobFetcher | None = None,
         owner_fetcher: owners.OwnerFetcher | None = None,
+        identity: pod_identity.PodIdentity | None = None,
     ) -> None:
         self.state = state
         self.book = book
@@ -106,6 +108,8 @@ class Coordinator:
         self.options = options
         self.owners = owners.OwnerCache(state, owner_fetcher, jobs, clock)
         """The owners that size gangs (JobSets, training jobs, PodGroups, unseen Jobs)."""
+        self.identity = identity
+        """Checks that a request's pod exists with its UID (None: every pod is taken as sent)."""
         self.ready = False
         """Set by ``restore``: before it, no decision is made (a reservation could be lost)."""
         self.path_health = path_health.PathHealth(state, book, writer, events, clock)
@@ -118,6 +122,9 @@ class Coordinator:
         """Gangs without a plan yet: a Pending FabricPlacement says why (rate-limited writes)."""
         self.follower = following.Follower(state, book, writer, clock, self.path_health, self.member)
         """Moves the book with the cluster: binds, ends, Jobs, expiry, restore."""
+        self.on_freed: Callable[[], None] = lambda: None
+        """Told when the book or the cluster freed capacity (``wakeup``: waiting gangs retry)."""
+        self._reserved_at_tick = 0
         self._noticed: dict[tuple[ids.GangKey, str], float] = {}
         self._session = session.Session()
         """The placement session: snapshots, locality floors, running gangs' demands."""
@@ -130,6 +137,8 @@ class Coordinator:
         if not self.ready:
             return FilterAnswer([], error="fabricsched is starting: its reservations are not restored yet")
         pod = nodes.PodUsage.from_manifest(manifest)
+        if self.identity is not None and (unknown := await self.identity.unknown(pod)):
+            return FilterAnswer([], failed=verdicts.every(node_names, unknown))  # forged or gone: no decision
         # NodeName is a NewType of str: the names are used as they came, with no per-node copy.
         candidates = cast(Sequence[ids.NodeName], node_names)
         known = self.book.get(self.owners.key(pod))
@@ -180,12 +189,16 @@ class Coordinator:
             if isinstance(moved, FilterAnswer):
                 return moved
             entry, target = moved, moved.ranks[rank]
+        elif (off := self._move_off(entry, rank, target, snapshot, candidates)) is not None:
+            entry, target = off, off.ranks[rank]
         assert target is not None
         return self._steer(entry, rank, target, snapshot, candidates)
 
     def prioritize(self, manifest: Mapping[str, Any], node_names: Sequence[str]) -> Scores:
         """The rank's planned node scores 10, every other node 0."""
-        return Scores(node_names, self._target(nodes.PodUsage.from_manifest(manifest)))
+        pod = nodes.PodUsage.from_manifest(manifest)
+        known = self.identity is None or self.identity.known(pod)
+        return Scores(node_names, self._target(pod) if known else None)
 
     def member(self, pod: nodes.PodUsage) -> tuple[ids.GangKey, int | None]:
         """A pod's gang key and own rank: the one key function, for every caller."""
@@ -340,6 +353,36 @@ class Coordinator:
         moved = planning.replan(inputs, entry, moving, candidates, self.options.placement)
         if isinstance(moved, request.NoFit):
             return self._no_fit(entry.key, entry.display, entry.tier, entry.required, moved, candidates, pod)
+        return self._commit(entry, moving, moved)
+
+    def _move_off(
+        self,
+        entry: reservations.Entry,
+        rank: int,
+        target: ids.NodeName,
+        snapshot: ports.SnapshotView,
+        candidates: Sequence[ids.NodeName],
+    ) -> reservations.Entry | None:
+        """A reserved rank whose host degraded or went down after the plan: planned again by
+        the gang rule, off that host, when that gives the whole gang a healthy path (off a down
+        host: any finite one); None keeps the rank where it is (its host is healthy, or nothing
+        better is free)."""
+        host = snapshot.fabric.hosts.get(target)
+        if entry.size == 1 or host is None or not host.degraded:
+            return None  # a lone pod's rule prefers a degraded host: its link carries no gang traffic
+        keep = [n for r, n in entry.held() if r != rank]
+        inputs = self._inputs(snapshot, entry.key, keep, entry.gpus_per_pod)
+        others = [n for n in candidates if n != target]
+        moved = planning.replan(inputs, entry, [rank], others, self.options.placement)
+        if isinstance(moved, request.NoFit):
+            return None
+        if moved.degraded_path and not host.down:
+            return None  # no healthier place for it now: a degraded host beats a wait
+        return self._commit(entry, [rank], moved)
+
+    def _commit(
+        self, entry: reservations.Entry, moving: Sequence[int], moved: reservations.Entry
+    ) -> reservations.Entry:
         updated = self.book.replan(
             entry.key,
             {r: n for r, n in enumerate(moved.ranks) if r in moving and n is not None},
@@ -404,12 +447,20 @@ class Coordinator:
     def on_change(self, change: changes.Change) -> None:
         """The state's subscription callback: quick, synchronous, never raises."""
         self.follower.on_change(change)
+        if isinstance(change, changes.PodEnded | changes.JobFinished | changes.JobDeleted):
+            self.on_freed()
 
     def housekeeping(self) -> None:
         """Expire idle reservations, release gangs whose pods all ended, forget old clocks."""
         self.follower.housekeeping()
         self.pending.sweep(self._gangs_with_pods)
         self.workloads.keep({e.key for e in self.book.entries()})
+        # Fewer GPUs reserved than at the last tick: plans expired or were released (here, or by
+        # the writer for a namespace that is gone); a bind moving a rank to bound counts too.
+        reserved = sum(self.book.reserved_gpus().values())
+        if reserved < self._reserved_at_tick:
+            self.on_freed()
+        self._reserved_at_tick = reserved
         self._clocks.prune(self.clock())
         cutoff = self.clock() - self.options.event_interval_s
         self._noticed = {k: t for k, t in self._noticed.items() if t > cutoff}

@@ -41,6 +41,8 @@ MAX_NAME = 253
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 _NOT_NAME = re.compile(r"[^a-z0-9]+")
 HASH_DIGITS = 8
+_NAMESPACE_NOT_FOUND = re.compile(r'namespaces \\?"[^"\\]*\\?" not found')
+"""The API server's message for a missing namespace, plain or JSON-escaped in a Status body."""
 
 
 class Unreadable(ValueError):
@@ -172,6 +174,8 @@ class PlacementWriter:
         self._locks: dict[ids.GangKey, asyncio.Lock] = {}
         self._wake = asyncio.Event()
         self.failures = 0
+        self.dropped = 0
+        """Writes dropped because the gang's namespace was gone."""
 
     def submit(self, entry: reservations.Entry) -> None:
         """Queue the entry; a later submit of the same gang replaces it (only the newest counts)."""
@@ -224,6 +228,9 @@ class PlacementWriter:
                 return False
             except errors.ApiError as e:
                 self.failures += 1
+                if namespace_gone(e):
+                    self._drop(entry, e)
+                    return False
                 logger.warning("could not create FabricPlacement %s: %s", entry.display, e)
                 return False
             self._wake.set()
@@ -279,11 +286,35 @@ class PlacementWriter:
                 return True
             except errors.ApiError as e:
                 self.failures += 1
+                if namespace_gone(e):
+                    self._drop(entry, e)
+                    return True
                 # Keep it unless a newer entry arrived while this one was being written.
                 self._pending.setdefault(key, entry)
                 logger.warning("could not write FabricPlacement %s: %s", entry.display, e)
                 return False
             return True
+
+
+    def _drop(self, entry: reservations.Entry, cause: errors.ApiError) -> None:
+        """The gang's namespace is gone or terminating: no write can ever land, and no pod of
+        it can bind any more. The write is dropped (not retried) and the plan released, so its
+        reservation frees the GPUs at once."""
+        self._pending.pop(entry.key, None)
+        self._pending_objects.discard(entry.key)
+        self._conditions.pop(entry.key, None)
+        self.book.release(entry.key, f"namespace {entry.namespace} is gone")
+        self.dropped += 1
+        logger.info("FabricPlacement %s not written, its namespace is gone: %s", entry.display, cause)
+
+
+def namespace_gone(e: errors.ApiError) -> bool:
+    """The API server says the object's namespace does not exist (404 naming the namespace, not
+    the resource) or is being deleted (403 "because it is being terminated")."""
+    text = str(e)
+    if isinstance(e, errors.NotFound):
+        return _NAMESPACE_NOT_FOUND.search(text) is not None
+    return isinstance(e, errors.Forbidden) and "being terminated" in text
 
 
 def _finite(slowdown: float) -> float:

@@ -25,9 +25,11 @@ from fabricsched.extender import (
     metrics,
     owners,
     placements,
+    pod_identity,
     ports,
     reservations,
     server,
+    wakeup,
 )
 from fabricsched.placement import request
 from fabricsched.ports import errors, notices, views
@@ -56,6 +58,9 @@ class ServiceOptions:
     max_reserved_gpus_per_namespace: int = 0
     """Most GPUs one namespace's gangs may hold reserved but unbound
     (``--max-reserved-gpus-per-namespace``; 0: no limit)."""
+    wake_namespace: str = ""
+    """Namespace of the object updated to make the kube-scheduler retry waiting gangs when
+    capacity frees (``wakeup``; ``fabricsched run`` uses its lease namespace); empty: off."""
 
     def __post_init__(self) -> None:
         if self.max_reserved_gpus_per_namespace < 0:
@@ -85,6 +90,8 @@ class Service:
         options: ServiceOptions,
         registry: prometheus_client.CollectorRegistry | None = None,
         owner_fetcher: owners.OwnerFetcher | None = None,
+        pods: pod_identity.PodLookup | None = None,
+        nudger: wakeup.Nudger | None = None,
     ) -> None:
         self.state = state
         self.options = options
@@ -102,7 +109,13 @@ class Service:
             ),
             jobs,
             owner_fetcher,
+            pod_identity.PodIdentity(state, pods, clock) if pods is not None else None,
         )
+        self.wakeups: wakeup.WakeUps | None = None
+        """Makes the kube-scheduler retry waiting gangs when capacity frees (None: off)."""
+        if nudger is not None:
+            self.wakeups = wakeup.WakeUps(nudger, lambda: self.coordinator.pending.waiting > 0)
+            self.coordinator.on_freed = self.wakeups.freed
         self._latency = _latency_histogram(registry) if registry is not None else None
         if registry is not None:
             board = self.coordinator.pending
@@ -135,6 +148,8 @@ class Service:
             asyncio.create_task(self.writer.run(), name="fabricplacement-writer"),
             asyncio.create_task(self._restore(), name="extender-restore"),
         ]
+        if self.wakeups is not None:
+            tasks.append(asyncio.create_task(self.wakeups.run(), name="extender-wakeups"))
         try:
             await web.TCPSite(runner, host, port).start()
             logger.info("extender listening on %s:%d", host, port)
@@ -176,10 +191,12 @@ def on_api(
     options: ServiceOptions,
     registry: prometheus_client.CollectorRegistry | None = None,
 ) -> Service:
-    """The service with its FabricPlacement store and Job lookups on ``api_client``."""
+    """The service with its FabricPlacement store, Job and pod lookups on ``api_client``."""
     return Service(
         state, kubeapi.ApiPlacementStore(api_client), kubeapi.ApiJobFetcher(api_client),
         recorder, clock, options, registry, owners.ApiOwnerFetcher(api_client),
+        pod_identity.ApiPodLookup(api_client),
+        wakeup.ApiNudger(api_client, options.wake_namespace) if options.wake_namespace else None,
     )
 
 

@@ -24,7 +24,8 @@ class PodBound:
 
 @dataclass(frozen=True)
 class PodEnded:
-    """A bound GPU pod stopped holding its node: finished, terminated, or deleted.
+    """A bound GPU pod stopped holding its node (finished, terminated, or deleted), or an
+    unbound one was deleted (``pod.node`` is None then).
 
     ``deleted`` tells a pod that is gone from one that still exists in a final phase.
     """

@@ -12,6 +12,7 @@ from extender_harness import MemoryStore
 from fabricsched import ids
 from fabricsched.api import placement as api
 from fabricsched.extender import placements, reservations
+from fabricsched.ports import errors
 
 N = ids.NodeName
 
@@ -152,3 +153,61 @@ def test_the_same_name_in_two_namespaces_hashes_apart_but_each_is_stable() -> No
     first, second = gang("Dup", "team-a"), gang("Dup", "team-b")
     assert placements.object_name(first) != placements.object_name(second)
     assert placements.object_name(first) == placements.object_name(gang("Dup", "team-a"))
+
+
+class GoneNamespaceStore(MemoryStore):
+    """Every write fails as the API server answers for a namespace that is gone or going."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__()
+        self.error = error
+        self.attempts = 0
+
+    async def create(self, manifest: dict[str, object]) -> None:
+        self.attempts += 1
+        raise self.error
+
+    async def save(self, manifest: dict[str, object]) -> None:
+        self.attempts += 1
+        raise self.error
+
+
+NAMESPACE_GONE = {
+    "a deleted namespace (404)": errors.NotFound(
+        '404 Not Found: {"kind":"Status","message":"namespaces \\"train\\" not found","code":404}', 404),
+    "a terminating namespace (403)": errors.Forbidden(
+        "403 Forbidden: fabricplacements.fabricsched.io \"b\" is forbidden: unable to create new content "
+        "in namespace train because it is being terminated", 403),
+}
+
+
+@pytest.mark.parametrize("error", NAMESPACE_GONE.values(), ids=NAMESPACE_GONE.keys())
+def test_a_write_into_a_namespace_that_is_gone_is_dropped_and_its_plan_released(error: Exception) -> None:
+    store = GoneNamespaceStore(error)
+    book = reservations.Book(reservations.BookOptions())
+    writer = placements.PlacementWriter(store, book)
+    fresh = book.reserve(entry(phase=api.PlacementPhase.RESERVED, bound={}), 1_700_000_000.0)
+    assert book.reserved_gpus()
+
+    async def scenario() -> None:
+        writer.submit(fresh)
+        assert not await writer.save_now(fresh.key, 1.0)
+        writer.submit(fresh)  # a later change of the same gang: dropped as well, not retried
+        task = asyncio.create_task(writer.run())
+        await asyncio.sleep(placements.COALESCE_S + placements.RETRY_DELAY_S * 2)
+        task.cancel()
+
+    asyncio.run(scenario())
+    assert store.attempts == 2 and not writer.pending and writer.dropped == 2
+    assert book.get(fresh.key) is None and not book.reserved_gpus()
+
+
+@pytest.mark.parametrize("message, gone", [
+    ('404 Not Found: namespaces "train" not found', True),
+    ("404 Not Found: the server could not find the requested resource", False),
+    ('404 Not Found: fabricplacements.fabricsched.io "b" not found', False),
+    ("403 Forbidden: fabricplacements is forbidden: User cannot create", False),
+], ids=["a missing namespace", "a missing CRD", "a missing object", "a missing grant"])
+def test_only_a_missing_or_terminating_namespace_counts_as_gone(message: str, gone: bool) -> None:
+    kind = errors.NotFound if message.startswith("404") else errors.Forbidden
+    assert placements.namespace_gone(kind(message)) is gone

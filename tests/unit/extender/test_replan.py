@@ -64,3 +64,50 @@ def test_a_moving_rank_with_only_a_down_host_left_is_not_placed_there() -> None:
     assert answer.passed == []
     [entry] = h.book.entries()
     assert entry.ranks[3] != "l3-h0" and math.isfinite(entry.comm_slowdown)
+
+
+def _relabel(h: Harness, name: str, state: str) -> None:
+    leaf = name.split("-")[0]
+    spine = "s1" if leaf in ("l1", "l2") else "s2"
+    h.state.apply_node(make_node(name).leaf(leaf).spine(spine).gpus(8).label(api.HEALTH_LABEL, state).build())
+
+
+def test_a_reserved_rank_whose_host_degrades_later_moves_to_a_healthy_host_of_its_gang() -> None:
+    h = Harness(fabric_nodes())
+    h.restore()
+    uid = h.job("a", 3)
+    placed = [h.place(h.pod("a", uid, r)) for r in range(2)]
+    reserved = h.book.entries()[0].ranks[2]
+    assert reserved is not None
+    _relabel(h, reserved, "degraded")
+    answer = h.filter(h.pod("a", uid, 2))
+    assert len(answer.passed) == 1 and answer.passed[0] != reserved
+    moved = answer.passed[0]
+    assert moved.split("-")[0] == placed[0].split("-")[0]  # still in the gang's leaf
+    assert h.book.entries()[0].ranks[2] == moved and not h.book.entries()[0].degraded_path
+
+
+def test_a_reserved_rank_stays_on_a_degraded_host_when_nothing_healthier_is_free() -> None:
+    h = Harness(fabric_nodes())
+    h.restore()
+    uid = h.job("a", 3)
+    placed = [h.place(h.pod("a", uid, r)) for r in range(2)]
+    reserved = h.book.entries()[0].ranks[2]
+    assert reserved is not None
+    for name in h.state.nodes:
+        if name not in {*placed, reserved}:
+            _busy(h, name)
+    _relabel(h, reserved, "degraded")
+    assert h.filter(h.pod("a", uid, 2)).passed == [reserved]
+
+
+def test_a_reserved_rank_whose_host_goes_down_leaves_it() -> None:
+    h = Harness(fabric_nodes())
+    h.restore()
+    uid = h.job("a", 2)
+    h.place(h.pod("a", uid, 0))
+    reserved = h.book.entries()[0].ranks[1]
+    assert reserved is not None
+    _relabel(h, reserved, "down")
+    answer = h.filter(h.pod("a", uid, 1))
+    assert len(answer.passed) == 1 and answer.passed[0] != reserved

@@ -1,0 +1,108 @@
+"""Waking the kube-scheduler when capacity frees: waiting gangs are retried at once.
+
+Why it is needed: the kube-scheduler keeps a pod the extender refused among its unschedulable
+pods until a cluster event arrives; any event will do (an extender's refusal requeues on every
+kind), but without one it waits ``podMaxInUnschedulablePodsDuration`` (5 minutes). The event
+that frees capacity for fabricsched (a gang's pods ending, its Job deleted, a reservation
+expiring or released) often reaches the scheduler *before* fabricsched's book lets go of the
+plan, so the retry it causes is refused again, and the gang then waits the full 5 minutes.
+
+What it does: after the book frees capacity, and while some gang waits, fabricsched updates one
+object the kube-scheduler watches and nothing else uses: the ``CSIStorageCapacity``
+``fabricsched-wakeup`` (storage class ``fabricsched-wakeup``, which no pod asks for) in its own
+namespace. Its update requeues every pod the extender refused (after their back-off, at most
+10 s), and no other plugin acts on it. Bursts are coalesced: at most one update per
+``min_interval_s``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from kubernetes import client
+
+from fabricsched.ports import errors
+
+logger = logging.getLogger(__name__)
+
+OBJECT_NAME = "fabricsched-wakeup"
+STORAGE_CLASS = "fabricsched-wakeup"
+"""A storage class no pod uses: the volume plugins ignore a capacity published for it."""
+FREED_ANNOTATION = "fabricsched.io/capacity-freed"
+
+
+class Nudger(Protocol):
+    """Updates the object the kube-scheduler watches (``ApiNudger``)."""
+
+    async def nudge(self, stamp: str) -> None:
+        """Write ``stamp`` on the object (creating it first if needed); raises ``ApiError``."""
+        ...
+
+
+class WakeUps:
+    """``freed()`` from the decisions (synchronous, cheap); ``run()`` does the writes."""
+
+    def __init__(
+        self,
+        nudger: Nudger,
+        waiting: Callable[[], bool],
+        delay_s: float = 0.2,
+        min_interval_s: float = 1.0,
+    ) -> None:
+        self.nudger = nudger
+        self.waiting = waiting
+        """Whether some gang waits for capacity now (no waiting gang: nothing to wake)."""
+        self.delay_s = delay_s
+        self.min_interval_s = min_interval_s
+        self.nudges = 0
+        self._freed = asyncio.Event()
+
+    def freed(self) -> None:
+        self._freed.set()
+
+    async def run(self) -> None:
+        """Nudge after each burst of frees until cancelled."""
+        while True:
+            await self._freed.wait()
+            await asyncio.sleep(self.delay_s)  # the rest of the burst (a whole gang ending)
+            self._freed.clear()
+            if not self.waiting():
+                continue
+            try:
+                await self.nudger.nudge(f"{time.time():.3f}")
+                self.nudges += 1
+            except errors.ApiError as e:
+                logger.warning("could not wake the kube-scheduler for waiting gangs: %s", e)
+            await asyncio.sleep(self.min_interval_s)
+
+
+class ApiNudger:
+    """``Nudger`` through ``StorageV1Api`` (a worker thread: the client is synchronous)."""
+
+    def __init__(self, api_client: client.ApiClient, namespace: str) -> None:
+        self._api = client.StorageV1Api(api_client)
+        self.namespace = namespace
+
+    async def nudge(self, stamp: str) -> None:
+        await asyncio.to_thread(self._nudge, stamp)
+
+    def _nudge(self, stamp: str) -> None:
+        patch: dict[str, Any] = {"metadata": {"annotations": {FREED_ANNOTATION: stamp}}}
+        try:
+            errors.call(self._api.patch_namespaced_csi_storage_capacity, OBJECT_NAME, self.namespace, patch)
+        except errors.NotFound:
+            body = {
+                "apiVersion": "storage.k8s.io/v1",
+                "kind": "CSIStorageCapacity",
+                "metadata": {"name": OBJECT_NAME, "annotations": {FREED_ANNOTATION: stamp},
+                             "labels": {"app.kubernetes.io/managed-by": "fabricsched"}},
+                "storageClassName": STORAGE_CLASS,
+            }
+            # Created meanwhile (by another replica): that create was the event.
+            with contextlib.suppress(errors.Conflict):
+                errors.call(self._api.create_namespaced_csi_storage_capacity, self.namespace, body)
