@@ -14,7 +14,6 @@ Every call runs on the event loop thread, as the cluster state requires.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -389,7 +388,8 @@ class Coordinator:
             self.clock(),
             moved.reasons,
         )
-        updated = self.book.put(_with_costs(updated, moved.domains, moved.comm_slowdown, moved.degraded_path))
+        costed = planning.with_costs(updated, moved.domains, moved.comm_slowdown, moved.degraded_path)
+        updated = self.book.put(costed)
         self.writer.submit(updated)
         return updated
 
@@ -488,22 +488,3 @@ class Coordinator:
             return
         self._noticed[(key, reason)] = now
         self.events.pod_event(pod, reason, message, warning)
-
-
-def _with_costs(
-    entry: reservations.Entry,
-    domains: Mapping[str, tuple[ids.DomainName, ...]],
-    slowdown: float,
-    degraded: bool,
-) -> reservations.Entry:
-    return dataclasses.replace(entry, domains=dict(domains), comm_slowdown=slowdown, degraded_path=degraded)
-
-
-async def run_housekeeping(coordinator: Coordinator, interval_s: float) -> None:
-    """Call ``housekeeping`` every ``interval_s`` until cancelled."""
-    while True:
-        await asyncio.sleep(interval_s)
-        try:
-            coordinator.housekeeping()
-        except Exception:  # pure book work: only a defect lands here, and expiry must go on
-            logger.exception("extender housekeeping failed")

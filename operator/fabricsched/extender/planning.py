@@ -214,3 +214,13 @@ def _named(
     fab: fabric.Fabric, domains: Mapping[int, Sequence[ids.DomainName]]
 ) -> dict[str, tuple[ids.DomainName, ...]]:
     return {fab.tiers[t].name: tuple(names) for t, names in sorted(domains.items()) if names}
+
+
+def with_costs(
+    entry: reservations.Entry,
+    domains: Mapping[str, tuple[ids.DomainName, ...]],
+    slowdown: float,
+    degraded: bool,
+) -> reservations.Entry:
+    """``entry`` with the domains and costs of a new plan for it."""
+    return dataclasses.replace(entry, domains=dict(domains), comm_slowdown=slowdown, degraded_path=degraded)

@@ -176,7 +176,7 @@ class Service:
             except errors.ApiError as e:
                 logger.warning("could not restore reservations (retrying): %s", e)
                 await asyncio.sleep(RESTORE_RETRY_S)
-        await coordinator.run_housekeeping(self.coordinator, HOUSEKEEPING_INTERVAL_S)
+        await _run_housekeeping(self.coordinator, HOUSEKEEPING_INTERVAL_S)
 
     def _observe(self, verb: str, seconds: float, outcome: str) -> None:
         if self._latency is not None:
@@ -216,3 +216,13 @@ def _latency_histogram(registry: prometheus_client.CollectorRegistry) -> prometh
         buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
         registry=registry,
     )
+
+
+async def _run_housekeeping(coordinator_: coordinator.Coordinator, interval_s: float) -> None:
+    """Call ``housekeeping`` every ``interval_s`` until cancelled."""
+    while True:
+        await asyncio.sleep(interval_s)
+        try:
+            coordinator_.housekeeping()
+        except Exception:  # pure book work: only a defect lands here, and expiry must go on
+            logger.exception("extender housekeeping failed")
