@@ -50,6 +50,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                           "(default: %(default)s)")
     run.add_argument("--namespace-for-leases", dest="lease_namespace", default=_LEASES.namespace,
                      help="namespace of fabricsched's coordination Lease (default: %(default)s)")
+    run.add_argument("--leader-elect", action="store_true",
+                     help="elect one writer among replicas with the Lease fabricsched in "
+                          "--namespace-for-leases (15 s lease, 10 s renew deadline, 2 s retry); only "
+                          "the holder writes topology status, Events and plan updates (default: off, "
+                          "a single replica writes)")
     run.add_argument("--events-namespace", default=_DEFAULTS.events_namespace,
                      help="namespace for Events about cluster-scoped objects (default: %(default)s)")
     run.add_argument("--log-format", choices=run_options.LOG_FORMATS, default="text",
@@ -107,7 +112,8 @@ def options_from(args: argparse.Namespace) -> run_options.RunOptions:
                 args.prometheus_allow_url, args.prometheus_credentials_dir)),
         ),
         extender=_extender_options(args),
-        leases=_flagged("--namespace-for-leases", lambda: run_options.LeaseOptions(args.lease_namespace)),
+        leases=_flagged("--namespace-for-leases",
+                        lambda: run_options.LeaseOptions(args.lease_namespace, elect=args.leader_elect)),
         log_format=args.log_format,
     )
 

@@ -51,6 +51,9 @@ class Companions:
     """Which gangs an element touches (the extender's path index): status and Events name them."""
     readiness: Sequence[views.Readiness] = ()
     """Parts that must be ready for ``/readyz`` besides the state's initial listings."""
+    leading: Callable[[], bool] | None = None
+    """Whether this replica writes status and Events (``election.LeaseElector.leading``);
+    None: a single replica, always."""
 
 
 def build(options: runtime.Options, api: client.ApiClient,
@@ -83,6 +86,8 @@ async def serve(rt: runtime.Runtime, companions: Companions,
         rt.state, kube.status_writer(rt.api), rt.clock, rt.metrics, rt.options.status_interval_s,
         reserved=companions.reserved, gangs=companions.gangs,
     )
+    if companions.leading is not None:
+        status_reporter.leading = rt.recorder.leading = companions.leading
     reporter.forward_health(rt.state, rt.recorder, rt.metrics, rt.clock, companions.gangs)
     registry = kopf.OperatorRegistry()
     handlers.register(registry, rt)

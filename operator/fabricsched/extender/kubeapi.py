@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from concurrent import futures
 from typing import Any
 
@@ -38,6 +38,8 @@ class ApiPlacementStore:
         self._api = client.CustomObjectsApi(api_client)
         self._known: dict[tuple[str, str], dict[str, Any]] = {}
         """(namespace, name) -> the object as last returned by the API server."""
+        self._writing: set[tuple[str, str]] = set()
+        """Objects with a write in flight (their watch events may overtake the answer)."""
         # Threads of its own: a plan's write, which a filter call waits for, must not queue
         # behind Event posts and Job reads in the loop's default executor.
         self._threads = futures.ThreadPoolExecutor(max_workers=WRITE_THREADS, thread_name_prefix="placement")
@@ -50,10 +52,21 @@ class ApiPlacementStore:
         return list(items or [])
 
     async def create(self, manifest: dict[str, Any]) -> None:
-        await asyncio.get_running_loop().run_in_executor(self._threads, self._create, manifest)
+        async with self._in_flight(manifest):
+            await asyncio.get_running_loop().run_in_executor(self._threads, self._create, manifest)
 
     async def save(self, manifest: dict[str, Any]) -> None:
-        await asyncio.get_running_loop().run_in_executor(self._threads, self._save, manifest)
+        async with self._in_flight(manifest):
+            await asyncio.get_running_loop().run_in_executor(self._threads, self._save, manifest)
+
+    @contextlib.asynccontextmanager
+    async def _in_flight(self, manifest: dict[str, Any]) -> AsyncIterator[None]:
+        key = (manifest["metadata"]["namespace"], manifest["metadata"]["name"])
+        self._writing.add(key)
+        try:
+            yield
+        finally:
+            self._writing.discard(key)
 
     def _create(self, manifest: dict[str, Any]) -> None:
         metadata = manifest["metadata"]
@@ -61,12 +74,28 @@ class ApiPlacementStore:
         if key in self._known:
             return
         body = {k: v for k, v in manifest.items() if k != "status"}
-        # An object of that name may exist (a Job recreated under the same name): the next
-        # ``save`` reads it and replaces its plan.
-        with contextlib.suppress(errors.Conflict):
+        try:
             self._known[key] = errors.call(
                 self._api.create_namespaced_custom_object, api.GROUP, api.VERSION, key[0], api.PLURAL, body
             )
+        except errors.Conflict:
+            # An object of that name exists. A live plan of this very gang was made by another
+            # replica's extender (the create is the guard: two plans never both win); any other
+            # (a Job recreated under the same name) is replaced by the next ``save``.
+            existing = self._read(key)
+            if existing is not None and existing.get("spec") == manifest["spec"]:
+                self._known[key] = existing  # our own create, its answer lost on the way
+            elif existing is not None and _live_plan_of(existing, manifest["spec"]):
+                raise errors.Conflict(f"FabricPlacement {key[0]}/{key[1]} holds a live plan of this gang",
+                                      409) from None
+
+    def covers(self, namespace: str, name: str, generation: int) -> bool:
+        """Whether this replica wrote the object's plan at ``generation`` or later, or is writing
+        it now: a watch event it does not cover carries a plan made elsewhere."""
+        if (namespace, name) in self._writing:
+            return True
+        known = (self._known.get((namespace, name)) or {}).get("metadata", {}).get("generation")
+        return isinstance(known, int) and known >= generation
 
     def _save(self, manifest: dict[str, Any]) -> None:
         metadata = manifest["metadata"]
@@ -92,6 +121,8 @@ class ApiPlacementStore:
         status = manifest.get("status") or {}
         where = (api.GROUP, api.VERSION, namespace, api.PLURAL, name)
         if existing is None:
+            if status.get("phase") == api.PlacementPhase.RELEASED:
+                return  # gone already (the Job's garbage collection): nothing left to release
             body = {k: v for k, v in manifest.items() if k != "status"}
             existing = errors.call(
                 self._api.create_namespaced_custom_object, api.GROUP, api.VERSION, namespace, api.PLURAL, body
@@ -166,6 +197,15 @@ class RecorderEvents:
         self._recorder.record(
             ref, notices.Notice("Warning" if warning else "Normal", reason, message), self._clock()
         )
+
+
+def _live_plan_of(obj: dict[str, Any], spec: dict[str, Any]) -> bool:
+    """Whether ``obj`` is a Reserved or Bound plan of the gang ``spec`` describes."""
+    theirs = obj.get("spec") or {}
+    phase = (obj.get("status") or {}).get("phase")
+    same_gang = theirs.get("gang") == spec.get("gang") and theirs.get("jobUID") == spec.get("jobUID")
+    return bool(same_gang and theirs.get("ranks") and phase in (None, api.PlacementPhase.RESERVED,
+                                                                api.PlacementPhase.BOUND))
 
 
 def _owners(obj: dict[str, Any]) -> Any:

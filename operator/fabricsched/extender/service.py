@@ -19,7 +19,16 @@ import prometheus_client
 from aiohttp import web
 from kubernetes import client
 
-from fabricsched.extender import coordinator, kubeapi, metrics, placements, ports, reservations, server
+from fabricsched.extender import (
+    coordinator,
+    kubeapi,
+    metrics,
+    mirroring,
+    placements,
+    ports,
+    reservations,
+    server,
+)
 from fabricsched.placement import request
 from fabricsched.ports import errors, notices, views
 
@@ -75,11 +84,14 @@ class Service:
         clock: Callable[[], float],
         options: ServiceOptions,
         registry: prometheus_client.CollectorRegistry | None = None,
+        leading: Callable[[], bool] = lambda: True,
+        feed: ports.PlacementFeed | None = None,
     ) -> None:
         self.state = state
         self.options = options
+        self.feed = feed
         self.book = reservations.Book(options.book_options())
-        self.writer = placements.PlacementWriter(store, self.book)
+        self.writer = placements.PlacementWriter(store, self.book, leading=leading)
         self.coordinator = coordinator.Coordinator(
             state,
             self.book,
@@ -150,7 +162,17 @@ class Service:
             except errors.ApiError as e:
                 logger.warning("could not restore reservations (retrying): %s", e)
                 await asyncio.sleep(RESTORE_RETRY_S)
-        await coordinator.run_housekeeping(self.coordinator, HOUSEKEEPING_INTERVAL_S)
+        follow = asyncio.create_task(self._follow(), name="fabricplacement-mirror")
+        try:
+            await coordinator.run_housekeeping(self.coordinator, HOUSEKEEPING_INTERVAL_S)
+        finally:
+            follow.cancel()
+
+    async def _follow(self) -> None:
+        # The other replica's plans (two replicas, one of them called): see ``mirroring``.
+        if self.feed is not None:
+            mirror = mirroring.PlanMirror(self.book, self.coordinator.follower, self.feed.covers)
+            await self.feed.follow(mirror.on_event)
 
     def _observe(self, verb: str, seconds: float, outcome: str) -> None:
         if self._latency is not None:
@@ -164,11 +186,14 @@ def on_api(
     clock: Callable[[], float],
     options: ServiceOptions,
     registry: prometheus_client.CollectorRegistry | None = None,
+    leading: Callable[[], bool] = lambda: True,
 ) -> Service:
-    """The service with its FabricPlacement store and Job lookups on ``api_client``."""
+    """The service with its FabricPlacement store, watch and Job lookups on ``api_client``;
+    ``leading`` gates the background writes (two replicas: the Lease holder's)."""
+    store = kubeapi.ApiPlacementStore(api_client)
     return Service(
-        state, kubeapi.ApiPlacementStore(api_client), kubeapi.ApiJobFetcher(api_client),
-        recorder, clock, options, registry,
+        state, store, kubeapi.ApiJobFetcher(api_client), recorder, clock, options, registry,
+        leading=leading, feed=mirroring.ApiPlacementFeed(api_client, store.covers),
     )
 
 
