@@ -16,7 +16,7 @@ from typing import TypeVar
 
 from fabricsched.app import options as run_options
 from fabricsched.controller import health_server, kube, logs, runtime
-from fabricsched.extender import locality, service
+from fabricsched.extender import locality, server_tls, service
 from fabricsched.telemetry import access
 
 _DEFAULTS = runtime.Options(kubeconfig=None)
@@ -48,6 +48,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     run.add_argument("--extender-max-body-bytes", type=int, default=_EXTENDER.max_body_bytes, metavar="BYTES",
                      help="largest extender request body; larger ones are refused (HTTP 400) "
                           "(default: %(default)s)")
+    run.add_argument("--extender-tls-cert", type=Path, default=None, metavar="FILE",
+                     help="serve the extender over HTTPS with this certificate (PEM); needs "
+                          "--extender-tls-key and --extender-client-ca (default: plain HTTP)")
+    run.add_argument("--extender-tls-key", type=Path, default=None, metavar="FILE",
+                     help="private key of --extender-tls-cert (PEM)")
+    run.add_argument("--extender-client-ca", type=Path, default=None, metavar="FILE",
+                     help="answer only clients (the kube-scheduler) showing a certificate signed by "
+                          "this CA (PEM)")
     run.add_argument("--namespace-for-leases", dest="lease_namespace", default=_LEASES.namespace,
                      help="namespace of fabricsched's coordination Lease (default: %(default)s)")
     run.add_argument("--leader-elect", action="store_true",
@@ -126,13 +134,26 @@ def _extender_options(args: argparse.Namespace) -> service.ServiceOptions:
              lambda: service.ServiceOptions(max_body_bytes=args.extender_max_body_bytes))
     _flagged("--max-reserved-gpus-per-namespace", lambda: service.ServiceOptions(
         max_reserved_gpus_per_namespace=args.max_reserved_gpus_per_namespace))
+    tls = _flagged("--extender-tls-cert", lambda: _extender_tls(args))
     return service.ServiceOptions(
+        tls=tls,
         address=args.extender_address,
         max_reserved_gpus_per_namespace=args.max_reserved_gpus_per_namespace,
         reservation_ttl_s=args.reservation_ttl,
         max_body_bytes=args.extender_max_body_bytes,
         locality_wait=wait,
     )
+
+
+def _extender_tls(args: argparse.Namespace) -> server_tls.TLSFiles | None:
+    files = (args.extender_tls_cert, args.extender_tls_key, args.extender_client_ca)
+    if all(f is None for f in files):
+        return None
+    if any(f is None for f in files):
+        raise ValueError("--extender-tls-cert, --extender-tls-key and --extender-client-ca go together")
+    tls = server_tls.TLSFiles(*files)
+    tls.context()
+    return tls
 
 
 def _flagged(flag: str, make: Callable[[], T]) -> T:

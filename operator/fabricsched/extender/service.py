@@ -28,6 +28,7 @@ from fabricsched.extender import (
     ports,
     reservations,
     server,
+    server_tls,
 )
 from fabricsched.placement import request
 from fabricsched.ports import errors, notices, views
@@ -56,6 +57,9 @@ class ServiceOptions:
     max_reserved_gpus_per_namespace: int = 0
     """Most GPUs one namespace's gangs may hold reserved but unbound
     (``--max-reserved-gpus-per-namespace``; 0: no limit)."""
+    tls: server_tls.TLSFiles | None = None
+    """HTTPS with client certificates (``--extender-tls-cert/-key``, ``--extender-client-ca``);
+    None: plain HTTP."""
 
     def __post_init__(self) -> None:
         if self.max_reserved_gpus_per_namespace < 0:
@@ -64,6 +68,8 @@ class ServiceOptions:
         # The parts check their own bounds: build them once so a bad flag fails at start.
         self.book_options()
         self.server_options()
+        if self.tls is not None:
+            self.tls.context()
 
     def book_options(self) -> reservations.BookOptions:
         return reservations.BookOptions(self.reservation_ttl_s)
@@ -137,8 +143,10 @@ class Service:
             asyncio.create_task(self._restore(), name="extender-restore"),
         ]
         try:
-            await web.TCPSite(runner, host, port).start()
-            logger.info("extender listening on %s:%d", host, port)
+            context = self.options.tls.context() if self.options.tls is not None else None
+            await web.TCPSite(runner, host, port, ssl_context=context).start()
+            logger.info("extender listening on %s://%s:%d%s", "https" if context else "http", host, port,
+                        " (client certificates required)" if context else "")
             await asyncio.Event().wait()
         finally:
             unsubscribe()
