@@ -498,7 +498,7 @@ ALLOWED = {
     "list jobs in any namespace": ("list", "jobs.batch", "--all-namespaces"),
     "patch fabrictopologies/status": ("patch", "fabrictopologies.fabricsched.io", "--subresource=status"),
     "create fabricplacements": ("create", "fabricplacements.fabricsched.io", "-n", "train"),
-    "update fabricplacements/status": ("update", "fabricplacements.fabricsched.io", "--subresource=status",
+    "patch fabricplacements/status": ("patch", "fabricplacements.fabricsched.io", "--subresource=status",
                                        "-n", "train"),
     "create events": ("create", "events", "-n", "train"),
     "bind pods": ("create", "pods", "--subresource=binding", "-n", "train"),
@@ -526,6 +526,9 @@ DENIED = {
     "impersonate users": ("impersonate", "users"),
     "create fabrictopologies": ("create", "fabrictopologies.fabricsched.io"),
     "patch fabrictopologies (only their status)": ("patch", "fabrictopologies.fabricsched.io"),
+    "update fabrictopologies/status (it patches)": ("update", "fabrictopologies.fabricsched.io",
+                                                    "--subresource=status"),
+    "patch fabricplacements (it replaces them)": ("patch", "fabricplacements.fabricsched.io", "-n", "train"),
     "update jobs": ("update", "jobs.batch", "-n", "train"),
     "read other configmaps in kube-system": ("get", "configmaps/kube-proxy", "-n", "kube-system"),
 }
