@@ -151,7 +151,8 @@ class Pair:
         def ready() -> bool:
             for process, log in ((self.operator, self.operator_log), (self.scheduler, self.scheduler_log)):
                 if process is None or process.poll() is not None:
-                    pytest.fail(f"{self.name}: a process exited:\n{processes.log_tail(log, 40)}", pytrace=False)
+                    tail = processes.log_tail(log, 40)
+                    pytest.fail(f"{self.name}: a process exited:\n{tail}", pytrace=False)
             return (answers(f"http://127.0.0.1:{self.health_port}/readyz")
                     and answers(f"https://127.0.0.1:{self.scheduler_port}/healthz", https_context()))
         wait_for(f"pair {self.name} ready", ready, timeout=90)

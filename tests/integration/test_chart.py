@@ -221,7 +221,8 @@ def test_deployment_runs_the_scheduler_and_fabricsched_side_by_side(helm: Helm) 
     spec = deployment["spec"]
     # Two pairs, one scheduling; an update replaces one pod at a time (docs/install.md).
     assert spec["replicas"] == 2
-    assert spec["strategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}}
+    rolling = {"maxSurge": 0, "maxUnavailable": 1}
+    assert spec["strategy"] == {"type": "RollingUpdate", "rollingUpdate": rolling}
     pod = spec["template"]["spec"]
     assert pod["serviceAccountName"] == SERVICE_ACCOUNT
     containers = {c["name"]: c for c in pod["containers"]}

@@ -39,7 +39,8 @@ def tls_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Pair, r
     bins = find_binaries_or_skip()
     helm = helm_binary(bins)
     root = tmp_path_factory.mktemp("tls")
-    docs = render_chart(helm, root / "helm", NAMESPACE, {"extender": {"tls": {"enabled": True}}, "replicas": 1})
+    values = {"extender": {"tls": {"enabled": True}}, "replicas": 1}
+    docs = render_chart(helm, root / "helm", NAMESPACE, values)
     config = scheduler_config(docs)
     (extender,) = config["extenders"]
     assert extender["enableHTTPS"] is True and extender["urlPrefix"].startswith("https://")
@@ -58,8 +59,9 @@ def tls_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Pair, r
     api = plane.client()
     pair = Pair("tls-pair", bins, plane.kubeconfig, root / "pair", config, args)
     try:
-        subprocess.run([str(plane.binaries.kubectl), f"--kubeconfig={plane.kubeconfig}", "apply", "--server-side",
-                        "-f", str(REPO / "crds")], check=True, capture_output=True, timeout=60)
+        subprocess.run([str(plane.binaries.kubectl), f"--kubeconfig={plane.kubeconfig}", "apply",
+                        "--server-side", "-f", str(REPO / "crds")],
+                       check=True, capture_output=True, timeout=60)
         wait_for("CRD fabricplacements",
                  lambda: api.request("GET", "/apis/fabricsched.io/v1alpha1/fabricplacements")[0] == 200)
         api.call("POST", "/api/v1/namespaces", {"metadata": {"name": NAMESPACE}})
@@ -83,14 +85,16 @@ def _get(url: str, context: ssl.SSLContext) -> int:
 
 
 def test_a_gang_binds_through_the_https_extender(tls_pair: tuple[Pair, rest.Client, Path]) -> None:
-    pair, api, _ = tls_pair
+    _, api, _ = tls_pair
     ns = new_namespace(api, "tls")
+    gpus = {"nvidia.com/gpu": "8"}
+    pod = {"schedulerName": "fabricsched", "restartPolicy": "Never",
+           "containers": [{"name": "t", "image": "trainer:1",
+                           "resources": {"requests": gpus, "limits": gpus}}]}
     body: dict[str, Any] = {
         "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "pair"},
         "spec": {"parallelism": 2, "completions": 2, "completionMode": "Indexed", "backoffLimit": 0,
-                 "template": {"spec": {"schedulerName": "fabricsched", "restartPolicy": "Never", "containers": [
-                     {"name": "t", "image": "trainer:1",
-                      "resources": {"requests": {"nvidia.com/gpu": "8"}, "limits": {"nvidia.com/gpu": "8"}}}]}}}}
+                 "template": {"spec": pod}}}
     api.call("POST", f"/apis/batch/v1/namespaces/{ns}/jobs", body)
 
     def bound() -> list[str] | None:

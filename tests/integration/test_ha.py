@@ -63,7 +63,8 @@ class Fabric:
             spec["schedulingGates"] = [{"name": "fabricsched.io/test-hold"}]
         body = {"apiVersion": "v1", "kind": "Pod",
                 "metadata": {"name": f"{gang}-{rank}", "labels": {"fabricsched.io/gang": gang},
-                             "annotations": {"fabricsched.io/gang-size": str(size), "fabricsched.io/rank": str(rank)}},
+                             "annotations": {"fabricsched.io/gang-size": str(size),
+                                             "fabricsched.io/rank": str(rank)}},
                 "spec": spec}
         self.api.call("POST", f"/api/v1/namespaces/{namespace}/pods", body)
 
@@ -84,6 +85,16 @@ class Fabric:
     def placement(self, namespace: str, name: str) -> dict[str, Any] | None:
         status, body = self.api.request("GET", PLACEMENTS.format(ns=namespace) + f"/{name}")
         return body if status == 200 else None
+
+    def placement_in(self, namespace: str, name: str, phase: str) -> dict[str, Any] | None:
+        found = self.placement(namespace, name)
+        return found if found and (found.get("status") or {}).get("phase") == phase else None
+
+    def gpus_taken_in_status(self) -> int:
+        path = f"/apis/fabricsched.io/v1alpha1/fabrictopologies/{TOPOLOGY}"
+        status = self.api.call("GET", path).get("status")
+        gpus = (status or {}).get("gpus") or {}
+        return int(gpus.get("total", 0)) - int(gpus.get("free", 0))
 
     def lease_holder(self, name: str) -> str:
         status, body = self.api.request("GET", f"{LEASES}/{name}")
@@ -116,8 +127,9 @@ def fabric(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fabric]:
     api = plane.client()
     pairs = [Pair(name, bins, plane.kubeconfig, root / name, config, args) for name in ("pair-a", "pair-b")]
     try:
-        subprocess.run([str(plane.binaries.kubectl), f"--kubeconfig={plane.kubeconfig}", "apply", "--server-side",
-                        "-f", str(REPO / "crds")], check=True, capture_output=True, timeout=60)
+        subprocess.run([str(plane.binaries.kubectl), f"--kubeconfig={plane.kubeconfig}", "apply",
+                        "--server-side", "-f", str(REPO / "crds")],
+                       check=True, capture_output=True, timeout=60)
         for crd in ("fabrictopologies", "fabricplacements"):
             wait_for(f"CRD {crd}",
                      lambda crd=crd: api.request("GET", f"/apis/fabricsched.io/v1alpha1/{crd}")[0] == 200)
@@ -161,8 +173,8 @@ def test_killing_the_active_pair_resumes_scheduling_on_the_standby_within_30_s(f
     for rank in range(4):
         fabric.gang_pod(ns, "held", rank, 4, gated=rank >= 2)
     wait_for("ranks 0-1 of gang held bound", lambda: fabric.bound(ns, "held-", 2) is not None, timeout=60)
-    plan = wait_for("gang held's plan written with its status", lambda: (
-        p if (p := fabric.placement(ns, "held")) and (p.get("status") or {}).get("phase") == "Reserved" else None))
+    plan = wait_for("gang held's plan written with its status",
+                    lambda: fabric.placement_in(ns, "held", "Reserved"))
     planned = {r["rank"]: r["node"] for r in plan["spec"]["ranks"]}
     # The standby's book follows the plans from the FabricPlacement watch (warm before the kill).
     wait_for("the standby following gang held's plan", lambda: "following the plan of" in
@@ -198,6 +210,5 @@ def test_killing_the_active_pair_resumes_scheduling_on_the_standby_within_30_s(f
     wait_for("the standby holds fabricsched's Lease",
              lambda: fabric.lease_holder("fabricsched").startswith(f"{standby.name}_"), timeout=30)
     used = sum(fabric.gpus_on_nodes().values())
-    wait_for("the topology status written by the survivor", lambda: (
-        (s := fabric.api.call("GET", f"/apis/fabricsched.io/v1alpha1/fabrictopologies/{TOPOLOGY}").get("status"))
-        and s.get("gpus", {}).get("total", 0) - s.get("gpus", {}).get("free", 0) >= used), timeout=30)
+    wait_for("the topology status written by the survivor", lambda: fabric.gpus_taken_in_status() >= used,
+             timeout=30)
