@@ -20,6 +20,8 @@ from fabricsched.ports import errors, jobs, notices
 from fabricsched.topology import nodes
 
 _MERGE = "application/merge-patch+json"
+MAX_REMEMBERED = 100_000
+"""Objects whose last written generation is kept (oldest forgotten first)."""
 WRITE_THREADS = 6
 """Placement writes in flight: the writer's background ones, and room for a new plan's."""
 
@@ -38,6 +40,8 @@ class ApiPlacementStore:
         self._api = client.CustomObjectsApi(api_client)
         self._known: dict[tuple[str, str], dict[str, Any]] = {}
         """(namespace, name) -> the object as last returned by the API server."""
+        self._generations: dict[tuple[str, str], int] = {}
+        """(namespace, name) -> the highest generation this replica wrote (``covers``)."""
         self._writing: set[tuple[str, str]] = set()
         """Objects with a write in flight (their watch events may overtake the answer)."""
         # Threads of its own: a plan's write, which a filter call waits for, must not queue
@@ -75,16 +79,16 @@ class ApiPlacementStore:
             return
         body = {k: v for k, v in manifest.items() if k != "status"}
         try:
-            self._known[key] = errors.call(
+            self._remember(key, errors.call(
                 self._api.create_namespaced_custom_object, api.GROUP, api.VERSION, key[0], api.PLURAL, body
-            )
+            ))
         except errors.Conflict:
             # An object of that name exists. A live plan of this very gang was made by another
             # replica's extender (the create is the guard: two plans never both win); any other
             # (a Job recreated under the same name) is replaced by the next ``save``.
             existing = self._read(key)
             if existing is not None and existing.get("spec") == manifest["spec"]:
-                self._known[key] = existing  # our own create, its answer lost on the way
+                self._remember(key, existing)  # our own create, its answer lost on the way
             elif existing is not None and _live_plan_of(existing, manifest["spec"]):
                 raise errors.Conflict(f"FabricPlacement {key[0]}/{key[1]} holds a live plan of this gang",
                                       409) from None
@@ -94,8 +98,18 @@ class ApiPlacementStore:
         it now: a watch event it does not cover carries a plan made elsewhere."""
         if (namespace, name) in self._writing:
             return True
-        known = (self._known.get((namespace, name)) or {}).get("metadata", {}).get("generation")
-        return isinstance(known, int) and known >= generation
+        return self._generations.get((namespace, name), 0) >= generation
+
+    def _remember(self, key: tuple[str, str], obj: dict[str, Any]) -> None:
+        self._known[key] = obj
+        generation = (obj.get("metadata") or {}).get("generation")
+        if isinstance(generation, int):
+            # Kept after a release too (``_known`` is not): late watch events of a gang this
+            # replica released must not bring its plan back.
+            self._generations.pop(key, None)
+            self._generations[key] = max(generation, self._generations.get(key, 0))
+            if len(self._generations) > MAX_REMEMBERED:
+                del self._generations[next(iter(self._generations))]
 
     def _save(self, manifest: dict[str, Any]) -> None:
         metadata = manifest["metadata"]
@@ -137,14 +151,14 @@ class ApiPlacementStore:
                 "ownerReferences": metadata.get("ownerReferences") or [],
             }
             existing = errors.call(self._api.replace_namespaced_custom_object, *where, body)
-        self._known[key] = existing
+        self._remember(key, existing)
         old_status = existing.get("status") or {}
         if old_status != status:
             # Keys the new status leaves out are removed (null in a merge patch).
             patch = {"status": {**dict.fromkeys(old_status), **status}}
-            self._known[key] = errors.call(
+            self._remember(key, errors.call(
                 self._api.patch_namespaced_custom_object_status, *where, patch, _content_type=_MERGE
-            )
+            ))
 
     def _read(self, key: tuple[str, str]) -> dict[str, Any] | None:
         namespace, name = key

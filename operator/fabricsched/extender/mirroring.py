@@ -7,9 +7,10 @@ reservation of the gang in flight. Where it sits in the flow: the watch (``ApiPl
 a thread) -> ``PlanMirror.on_event`` on the event loop -> ``Follower.adopt``.
 
 What is taken from an object, and what is not:
-- a live plan (Reserved, Bound, Expired) of a gang the book does not hold is adopted;
-- a plan the book holds is replaced only when its ranks differ and the object's generation
-  (bumped by every spec change) is not one this replica wrote: a re-plan made elsewhere;
+- only objects at a generation (bumped by every spec change) this replica did not write count:
+  the echoes of its own writes, which may trail a release or a re-plan, never do;
+- of those, a live plan (Reserved, Bound, Expired) of a gang the book does not hold is adopted,
+  and one whose ranks differ from the book's replaces it (a re-plan made elsewhere);
 - status-only changes (binds, expiry, release) are not taken: each replica derives them from
   the same pods and Jobs (``following``), and the object trails them anyway.
 """
@@ -66,14 +67,15 @@ class PlanMirror:
             return
         if not entry.active:
             return
+        metadata = manifest.get("metadata") or {}
+        generation = metadata.get("generation")
+        if not isinstance(generation, int):
+            return
+        if self.covers(str(metadata.get("namespace")), str(metadata.get("name")), generation):
+            return  # the echo of this replica's own write (perhaps of a gang it released since)
         held = self.book.get(entry.key)
-        if held is not None:
-            metadata = manifest.get("metadata") or {}
-            generation = metadata.get("generation")
-            if held.ranks == entry.ranks or not isinstance(generation, int):
-                return
-            if self.covers(str(metadata.get("namespace")), str(metadata.get("name")), generation):
-                return
+        if held is not None and held.ranks == entry.ranks:
+            return
         self.follower.adopt(entry)
         self.adopted += 1
         logger.info("following the plan of %s made by another replica (%s)", entry.display, entry.phase)

@@ -103,3 +103,16 @@ def test_a_released_or_unreadable_object_and_a_deletion_change_nothing() -> None
     mirror.on_event("MODIFIED", released)
     mirror.on_event("MODIFIED", {"metadata": {"name": "x"}, "spec": {"size": "many"}})
     assert len(b.book) == 0 and mirror.adopted == 0
+
+
+def test_a_late_echo_of_its_own_write_never_brings_a_released_gang_back() -> None:
+    a, b, _, _ = replicas()
+    plan_on_a(a, b, "g", 2)
+    stale = event(next(iter(a.store.objects.values())))
+    meta = stale["metadata"]
+    own = mirroring.PlanMirror(a.book, a.coordinator.follower,
+                               lambda ns, name, generation: (ns, name) == (meta["namespace"], meta["name"]))
+    a.coordinator.follower.release(a.book.entries()[0].key, "Job finished")
+    assert len(a.book) == 0
+    own.on_event("MODIFIED", stale)  # the watch delivers the Reserved write after the release
+    assert len(a.book) == 0 and own.adopted == 0
