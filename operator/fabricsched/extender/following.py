@@ -134,6 +134,12 @@ class Follower:
         booked = self.book.get(entry.key)
         if booked is not None:
             self._sync_bound(booked)
+        # Queued as this replica's newest word on the gang: the Lease holder writes its status
+        # (the planner may not hold the Lease), and a standby's older queued entry never
+        # outlives the plan it follows now.
+        latest = self.book.get(entry.key)
+        if latest is not None:
+            self.writer.submit(latest)
 
     async def restore(self) -> None:
         """Rebuild the book from FabricPlacement objects and bound pods (after a restart).
