@@ -73,6 +73,7 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
         "tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists"}],
     },
     "a service account made elsewhere": {"serviceAccount": {"create": False, "name": "pre-made"}},
+    "mutual TLS to the extender and one replica": {"extender": {"tls": {"enabled": True}}, "replicas": 1},
 }
 
 
@@ -224,8 +225,10 @@ def test_default_render_has_one_deployment_and_no_optional_objects(helm: Helm) -
 def test_deployment_runs_the_scheduler_and_fabricsched_side_by_side(helm: Helm) -> None:
     deployment = one(helm.render({}, "fabricsched-system"), "Deployment")
     spec = deployment["spec"]
-    assert spec["replicas"] == 1
-    assert spec["strategy"] == {"type": "Recreate"}
+    # Two pairs, one scheduling; an update replaces one pod at a time (docs/install.md).
+    assert spec["replicas"] == 2
+    rolling = {"maxSurge": 0, "maxUnavailable": 1}
+    assert spec["strategy"] == {"type": "RollingUpdate", "rollingUpdate": rolling}
     pod = spec["template"]["spec"]
     assert pod["serviceAccountName"] == SERVICE_ACCOUNT
     containers = {c["name"]: c for c in pod["containers"]}
@@ -244,6 +247,8 @@ def test_deployment_runs_the_scheduler_and_fabricsched_side_by_side(helm: Helm) 
     assert "--health-address=0.0.0.0:8081" in fabric["args"]
     assert "--events-namespace=fabricsched-system" in fabric["args"]
     assert "--namespace-for-leases=fabricsched-system" in fabric["args"]
+    assert "--leader-elect" in fabric["args"]
+    assert not [a for a in fabric["args"] if a.startswith("--extender-tls")]
     assert fabric["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert fabric["readinessProbe"]["httpGet"]["path"] == "/readyz"
     # The extender answers the scheduler on the pod's loopback; no port of it is published.
@@ -269,6 +274,26 @@ def test_scheduler_config_is_the_python_rendering_of_the_shared_template(helm: H
     expected = schedconfig.render(schedconfig.SchedulerConfigOptions(
         kubeconfig="", extender_url="http://127.0.0.1:8888", lease_namespace=namespace))
     assert configmap["data"]["kube-scheduler-config.yaml"] == expected
+
+
+def test_mutual_tls_config_is_the_python_rendering_and_each_container_mounts_its_own_key(helm: Helm) -> None:
+    docs = helm.render({"extender": {"tls": {"enabled": True}}}, "fabricsched-system")
+    configmap = one(docs, "ConfigMap", "-scheduler-config")
+    tls = schedconfig.ExtenderTLS("/etc/fabricsched-tls/ca.crt", "/etc/fabricsched-tls/tls.crt",
+                                  "/etc/fabricsched-tls/tls.key")
+    expected = schedconfig.render(schedconfig.SchedulerConfigOptions(
+        kubeconfig="", extender_url="https://127.0.0.1:8888", lease_namespace="fabricsched-system", tls=tls))
+    assert configmap["data"]["kube-scheduler-config.yaml"] == expected
+    secret = one(docs, "Secret", "-extender-tls")
+    assert set(secret["data"]) == {"ca.crt", "tls.crt", "tls.key", "client.crt", "client.key"}
+    pod = one(docs, "Deployment")["spec"]["template"]["spec"]
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    keys = {name: {i["key"] for i in volumes[name]["secret"]["items"]}
+            for name in ("scheduler-extender-tls", "fabricsched-extender-tls")}
+    assert keys == {"scheduler-extender-tls": {"ca.crt", "client.crt", "client.key"},
+                    "fabricsched-extender-tls": {"ca.crt", "tls.crt", "tls.key"}}
+    fabric = {c["name"]: c for c in pod["containers"]}["fabricsched"]
+    assert "--extender-client-ca=/etc/fabricsched-tls/ca.crt" in fabric["args"]
 
 
 def _scheduler_image(helm: Helm, values: Mapping[str, Any], kube_version: str) -> str:
@@ -326,7 +351,7 @@ def test_scheduler_config_names_the_lease_the_role_grants(helm: Helm) -> None:
     role = one(docs, "Role", "-leader-election")
     named = [rule for rule in role["rules"] if rule.get("resourceNames")]
     assert named == [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
-                      "resourceNames": [schedconfig.LEASE_NAME], "verbs": ["get", "update"]}]
+                      "resourceNames": [schedconfig.LEASE_NAME, "fabricsched"], "verbs": ["get", "update"]}]
     assert [p["schedulerName"] for p in config["profiles"]] == [schedconfig.SCHEDULER_NAME]
 
 
@@ -576,12 +601,13 @@ ALLOWED = {
     "get podgroups": ("get", "podgroups.scheduling.k8s.io", "-n", "train"),
     "patch fabrictopologies/status": ("patch", "fabrictopologies.fabricsched.io", "--subresource=status"),
     "create fabricplacements": ("create", "fabricplacements.fabricsched.io", "-n", "train"),
-    "update fabricplacements/status": ("update", "fabricplacements.fabricsched.io", "--subresource=status",
+    "patch fabricplacements/status": ("patch", "fabricplacements.fabricsched.io", "--subresource=status",
                                        "-n", "train"),
     "create events": ("create", "events", "-n", "train"),
     "bind pods": ("create", "pods", "--subresource=binding", "-n", "train"),
     "patch pod status": ("patch", "pods", "--subresource=status", "-n", "train"),
     "update its own lease": ("update", "leases.coordination.k8s.io/fabricsched-scheduler", "-n", "{ns}"),
+    "update fabricsched's own lease": ("update", "leases.coordination.k8s.io/fabricsched", "-n", "{ns}"),
     "create a lease in its namespace": ("create", "leases.coordination.k8s.io", "-n", "{ns}"),
     "bind persistent volumes": ("update", "persistentvolumes"),
     "read the authentication configmap": ("get", "configmaps/extension-apiserver-authentication",
@@ -605,6 +631,9 @@ DENIED = {
     "impersonate users": ("impersonate", "users"),
     "create fabrictopologies": ("create", "fabrictopologies.fabricsched.io"),
     "patch fabrictopologies (only their status)": ("patch", "fabrictopologies.fabricsched.io"),
+    "update fabrictopologies/status (it patches)": ("update", "fabrictopologies.fabricsched.io",
+                                                    "--subresource=status"),
+    "patch fabricplacements (it replaces them)": ("patch", "fabricplacements.fabricsched.io", "-n", "train"),
     "update jobs": ("update", "jobs.batch", "-n", "train"),
     "create devicetaintrules (dra is read only)": ("create", "devicetaintrules.resource.k8s.io"),
     "delete podgroups": ("delete", "podgroups.scheduling.k8s.io", "-n", "train"),
@@ -763,7 +792,8 @@ def test_operator_runs_as_the_service_account(kubectl: Kubectl, release: str, tm
         process = subprocess.Popen(
             [sys.executable, "-m", "fabricsched.cli", "run", f"--kubeconfig={kubeconfig}",
              f"--health-address=127.0.0.1:{health}", f"--extender-address=127.0.0.1:{_free_port()}",
-             f"--events-namespace={release}", f"--namespace-for-leases={release}", "--verbose"],
+             f"--events-namespace={release}", f"--namespace-for-leases={release}", "--leader-elect",
+             "--verbose"],
             stdout=out, stderr=subprocess.STDOUT)
     try:
         conditions = ""

@@ -456,7 +456,9 @@ def test_a_gang_held_for_locality_waits_with_an_event_then_lands_in_one_leaf(fab
     event = wait_for("an Event saying gang g waits for locality", waiting, timeout=60)
     assert "within 5% of its floor 1.00x: best now 1.33x" in event["message"], event["message"]
     # A held gang holds nothing: its FabricPlacement is Pending, no ranks, the hold as its reason.
-    pending = wait_for("g Pending", lambda: fabric.placement(ns, "g"), timeout=10)
+    # The status follows the object's creation (a second request): wait for both.
+    pending = wait_for("g Pending", lambda: p if (p := fabric.placement(ns, "g")) and "status" in p else None,
+                       timeout=10)
     assert pending["status"]["phase"] == "Pending" and pending["spec"]["ranks"] == []
     reserved = next(c for c in pending["status"]["conditions"] if c["type"] == "Reserved")
     assert reserved["reason"] == "HeldForLocality" and "best now 1.33x" in reserved["message"]

@@ -83,11 +83,39 @@ tests/integration/test_chart.py compares both renderings).
 - managedResources: fabricsched.managedResources above.
 */}}
 {{- define "fabricsched.schedulerConfig" -}}
+{{- $tls := .Values.extender.tls.enabled }}
+{{- $files := dict "caFile" "/etc/fabricsched-tls/ca.crt" "certFile" "/etc/fabricsched-tls/tls.crt" "keyFile" "/etc/fabricsched-tls/tls.key" }}
 {{- .Files.Get "files/kube-scheduler-config.yaml.tmpl"
     | replace "${kubeconfig}" ""
-    | replace "${extender_url}" "http://127.0.0.1:8888"
+    | replace "${extender_url}" (ternary "https://127.0.0.1:8888" "http://127.0.0.1:8888" $tls)
     | replace "${lease_namespace}" .Release.Namespace
-    | replace "${managed_resources}" (include "fabricsched.managedResources" .) }}
+    | replace "${managed_resources}" (include "fabricsched.managedResources" .)
+    | replace "${enable_https}" (ternary "true" "false" $tls)
+    | replace "${tls_config}" (ternary (toJson $files) "null" $tls) }}
+{{- end }}
+
+{{/*
+The extender's mutual TLS material (extender.tls.enabled): one CA, the extender's serving
+certificate for 127.0.0.1 and the scheduler's client certificate, generated once and then
+kept (an upgrade reads the Secret back with lookup, so the pods are not rolled for new
+certificates each time). `helm template` cannot look up, so it always renders fresh ones.
+*/}}
+{{- define "fabricsched.extenderTLSData" -}}
+{{- $name := printf "%s-extender-tls" (include "fabricsched.fullname" .) }}
+{{- $found := lookup "v1" "Secret" .Release.Namespace $name }}
+{{- if and $found (index ($found.data | default dict) "ca.crt") }}
+{{- toYaml $found.data }}
+{{- else }}
+{{- $days := int .Values.extender.tls.validityDays }}
+{{- $ca := genCA "fabricsched-extender-ca" $days }}
+{{- $server := genSignedCert "fabricsched-extender" (list "127.0.0.1") (list "localhost") $days $ca }}
+{{- $client := genSignedCert "fabricsched-kube-scheduler" nil nil $days $ca }}
+ca.crt: {{ $ca.Cert | b64enc }}
+tls.crt: {{ $server.Cert | b64enc }}
+tls.key: {{ $server.Key | b64enc }}
+client.crt: {{ $client.Cert | b64enc }}
+client.key: {{ $client.Key | b64enc }}
+{{- end }}
 {{- end }}
 
 {{/* The Secret holding the webhook's serving certificate (webhook.yaml, deployment.yaml). */}}

@@ -2,10 +2,11 @@
 
 One template (``kube-scheduler-config.yaml.tmpl`` beside this module) and one renderer serve
 ``fabricsched cluster up`` and the Helm chart (whose tests compare the chart's rendering with
-this one); only the kubeconfig path, the extender URL, the lease namespace and the GPU
-resources the extender manages differ, so they are its only placeholders (``string.Template``
-syntax, which the chart fills with ``replace``). Here, next to the extender's wire types,
-because the configuration is the other half of that contract and both adapters read it.
+this one); only the kubeconfig path, the extender URL, the lease namespace, the GPU
+resources the extender manages and the optional mutual TLS differ, so they are its only
+placeholders (``string.Template`` syntax, which the chart fills with ``replace``). Here, next
+to the extender's wire types, because the configuration is the other half of that contract and
+both adapters read it.
 """
 
 from __future__ import annotations
@@ -49,6 +50,26 @@ def gpu_resources(names: Sequence[str]) -> tuple[str, ...]:
 
 
 @dataclass(frozen=True)
+class ExtenderTLS:
+    """Files of the scheduler's side of mutual TLS with the extender."""
+
+    ca_file: str
+    """The CA that signed the extender's serving certificate."""
+    cert_file: str
+    """The scheduler's client certificate, signed by a CA the extender trusts."""
+    key_file: str
+
+    def __post_init__(self) -> None:
+        if not (self.ca_file and self.cert_file and self.key_file):
+            raise ValueError("extender TLS needs a CA file, a certificate file and a key file")
+
+    def as_json(self) -> str:
+        """One line of JSON, byte for byte what the chart's ``toJson`` prints: keys sorted."""
+        files = {"caFile": self.ca_file, "certFile": self.cert_file, "keyFile": self.key_file}
+        return json.dumps(files, sort_keys=True, separators=(",", ":"))
+
+
+@dataclass(frozen=True)
 class SchedulerConfigOptions:
     kubeconfig: str = ""
     """Path of the scheduler's kubeconfig; empty means the in-cluster service account."""
@@ -58,10 +79,14 @@ class SchedulerConfigOptions:
     gpu_resources: tuple[str, ...] = (DEFAULT_GPU_RESOURCE,)
     """``managedResources``: only pods asking for one of these are sent to the extender; the
     ``gpuResource`` of every FabricTopology the cluster has belongs here."""
+    tls: ExtenderTLS | None = None
+    """Mutual TLS with the extender (the chart's ``extender.tls``); None: plain HTTP on loopback."""
 
     def __post_init__(self) -> None:
         if not self.extender_url.startswith(("http://", "https://")):
             raise ValueError(f"extender URL {self.extender_url!r} must start with http:// or https://")
+        if (self.tls is not None) != self.extender_url.startswith("https://"):
+            raise ValueError("an https:// extender URL goes with TLS files, an http:// one without")
         if not self.lease_namespace:
             raise ValueError("lease namespace must not be empty")
         object.__setattr__(self, "gpu_resources", gpu_resources(self.gpu_resources))
@@ -86,6 +111,8 @@ def render(options: SchedulerConfigOptions) -> str:
         "extender_url": _yaml_string_body(options.extender_url.rstrip("/")),
         "lease_namespace": _yaml_string_body(options.lease_namespace),
         "managed_resources": managed_resources(options.gpu_resources),
+        "enable_https": "true" if options.tls is not None else "false",
+        "tls_config": options.tls.as_json() if options.tls is not None else "null",
     }
     return string.Template(template_text()).substitute(values)
 

@@ -18,7 +18,7 @@ from fabricsched.api import admission, schedconfig
 from fabricsched.app import options as run_options
 from fabricsched.controller import health_server, kube, logs, runtime
 from fabricsched.dashboard import server as dashboard_server
-from fabricsched.extender import locality, service
+from fabricsched.extender import locality, server_tls, service
 from fabricsched.telemetry import access
 from fabricsched.webhook import options as webhook_options
 
@@ -59,8 +59,21 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                      help="do not update the CSIStorageCapacity fabricsched-wakeup (in the leases' "
                           "namespace) when capacity frees; waiting gangs then retry on the "
                           "kube-scheduler's own clock (up to 5 minutes)")
+    run.add_argument("--extender-tls-cert", type=Path, default=None, metavar="FILE",
+                     help="serve the extender over HTTPS with this certificate (PEM); needs "
+                          "--extender-tls-key and --extender-client-ca (default: plain HTTP)")
+    run.add_argument("--extender-tls-key", type=Path, default=None, metavar="FILE",
+                     help="private key of --extender-tls-cert (PEM)")
+    run.add_argument("--extender-client-ca", type=Path, default=None, metavar="FILE",
+                     help="answer only clients (the kube-scheduler) showing a certificate signed by "
+                          "this CA (PEM)")
     run.add_argument("--namespace-for-leases", dest="lease_namespace", default=_LEASES.namespace,
                      help="namespace of fabricsched's coordination Lease (default: %(default)s)")
+    run.add_argument("--leader-elect", action="store_true",
+                     help="elect one writer among replicas with the Lease fabricsched in "
+                          "--namespace-for-leases (15 s lease, 10 s renew deadline, 2 s retry); only "
+                          "the holder writes topology status, Events and plan updates (default: off, "
+                          "a single replica writes)")
     run.add_argument("--events-namespace", default=_DEFAULTS.events_namespace,
                      help="namespace for Events about cluster-scoped objects (default: %(default)s)")
     run.add_argument("--log-format", choices=run_options.LOG_FORMATS, default="text",
@@ -145,7 +158,8 @@ def options_from(args: argparse.Namespace) -> run_options.RunOptions:
                 args.prometheus_allow_url, args.prometheus_credentials_dir)),
         ),
         extender=_extender_options(args),
-        leases=_flagged("--namespace-for-leases", lambda: run_options.LeaseOptions(args.lease_namespace)),
+        leases=_flagged("--namespace-for-leases",
+                        lambda: run_options.LeaseOptions(args.lease_namespace, elect=args.leader_elect)),
         log_format=args.log_format,
         dashboard=_flagged("--dashboard-address",
                            lambda: dashboard_server.DashboardOptions(args.dashboard_address)),
@@ -161,7 +175,9 @@ def _extender_options(args: argparse.Namespace) -> service.ServiceOptions:
              lambda: service.ServiceOptions(max_body_bytes=args.extender_max_body_bytes))
     _flagged("--max-reserved-gpus-per-namespace", lambda: service.ServiceOptions(
         max_reserved_gpus_per_namespace=args.max_reserved_gpus_per_namespace))
+    tls = _flagged("--extender-tls-cert", lambda: _extender_tls(args))
     return service.ServiceOptions(
+        tls=tls,
         address=args.extender_address,
         max_reserved_gpus_per_namespace=args.max_reserved_gpus_per_namespace,
         # Waiting gangs are woken through an object in fabricsched's own namespace (its Leases').
@@ -170,6 +186,17 @@ def _extender_options(args: argparse.Namespace) -> service.ServiceOptions:
         max_body_bytes=args.extender_max_body_bytes,
         locality_wait=wait,
     )
+
+
+def _extender_tls(args: argparse.Namespace) -> server_tls.TLSFiles | None:
+    files = (args.extender_tls_cert, args.extender_tls_key, args.extender_client_ca)
+    if all(f is None for f in files):
+        return None
+    if any(f is None for f in files):
+        raise ValueError("--extender-tls-cert, --extender-tls-key and --extender-client-ca go together")
+    tls = server_tls.TLSFiles(*files)
+    tls.context()
+    return tls
 
 
 def _flagged(flag: str, make: Callable[[], T]) -> T:

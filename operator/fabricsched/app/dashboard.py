@@ -65,7 +65,7 @@ class ProcessSource:
             return []
         # The board remembers a gang until it is planned: show only gangs with a live pod waiting.
         live = {
-            gangs.membership(p)[0]
+            self.extender.owners.key(p)  # the process's one gang key
             for p in self.state.pods.values()
             if p.node is None and not gangs.pod_ended(p)
         }

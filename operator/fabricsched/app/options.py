@@ -21,6 +21,9 @@ class LeaseOptions:
 
     namespace: str = "kube-system"
     name: str = "fabricsched"
+    elect: bool = False
+    """``--leader-elect``: take part in the election (two replicas, the chart); off, this process
+    is the only writer (``fabricsched cluster up``, one replica)."""
 
     def __post_init__(self) -> None:
         for what, value in (("namespace", self.namespace), ("name", self.name)):

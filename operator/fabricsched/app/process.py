@@ -17,7 +17,7 @@ from collections.abc import Callable
 from fabricsched.api import admission
 from fabricsched.app import dashboard
 from fabricsched.app import options as run_options
-from fabricsched.controller import kube, running, runtime
+from fabricsched.controller import election, kube, running, runtime
 from fabricsched.dashboard import server as dashboard_server
 from fabricsched.extender import service
 from fabricsched.webhook import options as webhook_options
@@ -26,27 +26,33 @@ from fabricsched.webhook import server as webhook_server
 logger = logging.getLogger(__name__)
 
 
-def extender_for(rt: runtime.Runtime, options: service.ServiceOptions) -> service.Service:
+def extender_for(rt: runtime.Runtime, options: service.ServiceOptions,
+                 elector: election.LeaseElector | None = None) -> service.Service:
     """The extender on the operator's state, recorder, clock and metrics registry."""
-    return service.on_api(rt.state, rt.api, rt.recorder, rt.clock, options, rt.metrics.registry)
+    leading = elector.leading if elector is not None else _always
+    return service.on_api(rt.state, rt.api, rt.recorder, rt.clock, options, rt.metrics.registry, leading)
 
 
 def companions(
     extender: service.Service,
     webhook: webhook_options.WebhookOptions | None = None,
     page: Callable[[], running.Companion] | None = None,
+    elector: election.LeaseElector | None = None,
 ) -> running.Companions:
-    """What the operator's run gets of the extender (and of the webhook and the fabric page, when
-    served)."""
+    """What the operator's run gets of the extender (and of the webhook, the fabric page and the
+    election, when they run)."""
     tasks: dict[str, Callable[[], running.Companion]] = {"extender": extender.run}
     if page is not None:
         tasks["dashboard"] = page
+    if elector is not None:
+        tasks["leader election"] = elector.run
     return running.Companions(
         tasks=tasks,
         reserved=extender.reservations,
         gangs=extender.gangs_on_path,
         readiness=(extender,),
         kopf_parts=webhook_parts(webhook),
+        leading=elector.leading if elector is not None else None,
     )
 
 
@@ -59,15 +65,31 @@ def webhook_parts(webhook: webhook_options.WebhookOptions | None) -> tuple[runni
     return (functools.partial(webhook_server.install, options=webhook),)
 
 
+def elector_for(rt: runtime.Runtime, leases: run_options.LeaseOptions) -> election.LeaseElector | None:
+    """The Lease election of ``--leader-elect`` (kube-scheduler's default timings), or None."""
+    if not leases.elect:
+        return None
+    return election.LeaseElector(rt.api, election.ElectionOptions(
+        namespace=leases.namespace, name=leases.name, identity=election.default_identity()))
+
+
+def _always() -> bool:
+    return True
+
+
 async def serve(options: run_options.RunOptions, stop_flag: asyncio.Event | None = None) -> None:
     """Run the operator and the extender until a signal or ``stop_flag``."""
     api = kube.api_client(options.operator.kubeconfig)
     rt = running.build(options.operator, api)
-    extender = extender_for(rt, options.extender)
-    logger.info("extender on %s; coordination Lease %s/%s", options.extender.address,
-                options.leases.namespace, options.leases.name)
+    elector = elector_for(rt, options.leases)
+    extender = extender_for(rt, options.extender, elector)
+    if elector is not None:
+        logger.info("extender on %s; leader election on Lease %s/%s as %s", options.extender.address,
+                    options.leases.namespace, options.leases.name, elector.options.identity)
+    else:
+        logger.info("extender on %s; the only writer (no --leader-elect)", options.extender.address)
     page = _page(rt, extender, options.dashboard)
-    await running.serve(rt, companions(extender, options.webhook, page), stop_flag)
+    await running.serve(rt, companions(extender, options.webhook, page, elector), stop_flag)
 
 
 def _page(

@@ -41,10 +41,16 @@ class EventRecorder:
         self._outcome = outcome or (lambda _: None)
         self._dedupe_s = dedupe_s
         self._recent: dict[tuple[str, str, str, str, str], float] = {}
+        self.leading: Callable[[], bool] = lambda: True
+        """Whether this replica writes (``election.LeaseElector.leading``); a standby's Events are
+        dropped (counted ``standby``): the leader tells the same story."""
 
     def record(self, ref: ObjectRef, notice: Notice, now: float) -> None:
         """Queue an Event; the same message about the same object within ``dedupe_s`` is dropped
         (a scheduler retrying a waiting gang every few seconds must not flood the namespace)."""
+        if not self.leading():
+            self._outcome("standby")
+            return
         key = (ref.kind, ref.namespace or "", ref.name, notice.reason, notice.message)
         last = self._recent.get(key)
         if last is not None and now - last < self._dedupe_s:

@@ -43,8 +43,11 @@ class StatusReporter:
     def __init__(self, cluster: state.ClusterState, write: WriteStatus, clock: Callable[[], float],
                  registry: metrics.Metrics, interval_s: float = 1.0,
                  reserved: views.ReservedGpus | None = None,
-                 gangs: views.GangsOnPath | None = None) -> None:
+                 gangs: views.GangsOnPath | None = None,
+                 leading: Callable[[], bool] = lambda: True) -> None:
         self._state = cluster
+        self.leading = leading
+        """Whether this replica writes status (the Lease holder)."""
         self._write = write
         self._clock = clock
         self._metrics = registry
@@ -70,7 +73,12 @@ class StatusReporter:
         """One pass: apply due recoveries, then write changed statuses. Returns writes made."""
         if not self._state.synced:
             return 0  # a partial view must not overwrite a good status
-        self._state.tick()
+        self._state.tick()  # a standby's state applies recoveries too: its extender may decide next
+        if not self.leading():
+            # The Lease holder writes; a standby's writes would race the leader's. What this
+            # replica wrote before is forgotten: the leader has written since.
+            self._written.clear()
+            return 0
         writes = 0
         for name in list(self._state.objects):
             if await self._report(name):

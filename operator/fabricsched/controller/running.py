@@ -55,6 +55,9 @@ class Companions:
     """Parts that must be ready for ``/readyz`` besides the state's initial listings."""
     kopf_parts: Sequence[KopfPart] = ()
     """Parts that add their own handlers and settings to kopf's (the admission webhook)."""
+    leading: Callable[[], bool] | None = None
+    """Whether this replica writes status and Events (``election.LeaseElector.leading``);
+    None: a single replica, always."""
 
 
 def build(options: runtime.Options, api: client.ApiClient,
@@ -87,6 +90,8 @@ async def serve(rt: runtime.Runtime, companions: Companions,
         rt.state, kube.status_writer(rt.api), rt.clock, rt.metrics, rt.options.status_interval_s,
         reserved=companions.reserved, gangs=companions.gangs,
     )
+    if companions.leading is not None:
+        status_reporter.leading = rt.recorder.leading = companions.leading
     reporter.forward_health(rt.state, rt.recorder, rt.metrics, rt.clock, companions.gangs)
     registry = kopf.OperatorRegistry()
     handlers.register(registry, rt)

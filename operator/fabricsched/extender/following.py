@@ -116,6 +116,34 @@ class Follower:
                 if key not in live:
                     self.release(key, "all pods ended")
 
+    def adopt(self, entry: reservations.Entry) -> None:
+        """A plan another replica's extender made (the FabricPlacement watch, ``mirroring``),
+        booked as ``restore`` books one: its bound ranks re-derived from the pods here."""
+        job = self.state.job_by_uid(entry.namespace, entry.job_uid) if entry.job_name else None
+        if job is not None and (job.finished or job.deleted):
+            return  # over already; the other replica's Released write follows
+        if entry.phase == PlacementPhase.RESERVED and not entry.expires_at:
+            self.book.reserve(entry, self.clock())
+        else:
+            self.book.put(entry)
+        members = self._bound[entry.key] = {}
+        for pod in self.state.pods.values():
+            if pod.active and pod.node is not None:
+                key, rank = self.member(pod)
+                if key == entry.key:
+                    members[pod.uid] = (rank, pod.node)
+        if not entry.job_name:
+            self._ended_check.add(entry.key)
+        booked = self.book.get(entry.key)
+        if booked is not None:
+            self._sync_bound(booked)
+        # Queued as this replica's newest word on the gang: the Lease holder writes its status
+        # (the planner may not hold the Lease), and a standby's older queued entry never
+        # outlives the plan it follows now.
+        latest = self.book.get(entry.key)
+        if latest is not None:
+            self.writer.submit(latest)
+
     async def restore(self, pending: Callable[[reservations.Entry], None] | None = None) -> None:
         """Rebuild the book from FabricPlacement objects and bound pods (after a restart); every
         Pending object read back is also given to ``pending``. Raises

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from concurrent import futures
 from typing import Any
 
@@ -20,6 +20,8 @@ from fabricsched.ports import errors, jobs, notices
 from fabricsched.topology import nodes
 
 _MERGE = "application/merge-patch+json"
+MAX_REMEMBERED = 100_000
+"""Objects whose last written generation is kept (oldest forgotten first)."""
 WRITE_THREADS = 6
 """Placement writes in flight: the writer's background ones, and room for a new plan's."""
 
@@ -38,6 +40,10 @@ class ApiPlacementStore:
         self._api = client.CustomObjectsApi(api_client)
         self._known: dict[tuple[str, str], dict[str, Any]] = {}
         """(namespace, name) -> the object as last returned by the API server."""
+        self._generations: dict[tuple[str, str], int] = {}
+        """(namespace, name) -> the highest generation this replica wrote (``covers``)."""
+        self._writing: set[tuple[str, str]] = set()
+        """Objects with a write in flight (their watch events may overtake the answer)."""
         # Threads of its own: a plan's write, which a filter call waits for, must not queue
         # behind Event posts and Job reads in the loop's default executor.
         self._threads = futures.ThreadPoolExecutor(max_workers=WRITE_THREADS, thread_name_prefix="placement")
@@ -50,10 +56,21 @@ class ApiPlacementStore:
         return list(items or [])
 
     async def create(self, manifest: dict[str, Any]) -> None:
-        await asyncio.get_running_loop().run_in_executor(self._threads, self._create, manifest)
+        async with self._in_flight(manifest):
+            await asyncio.get_running_loop().run_in_executor(self._threads, self._create, manifest)
 
     async def save(self, manifest: dict[str, Any]) -> None:
-        await asyncio.get_running_loop().run_in_executor(self._threads, self._save, manifest)
+        async with self._in_flight(manifest):
+            await asyncio.get_running_loop().run_in_executor(self._threads, self._save, manifest)
+
+    @contextlib.asynccontextmanager
+    async def _in_flight(self, manifest: dict[str, Any]) -> AsyncIterator[None]:
+        key = (manifest["metadata"]["namespace"], manifest["metadata"]["name"])
+        self._writing.add(key)
+        try:
+            yield
+        finally:
+            self._writing.discard(key)
 
     def _create(self, manifest: dict[str, Any]) -> None:
         metadata = manifest["metadata"]
@@ -61,12 +78,38 @@ class ApiPlacementStore:
         if key in self._known:
             return
         body = {k: v for k, v in manifest.items() if k != "status"}
-        # An object of that name may exist (a Job recreated under the same name): the next
-        # ``save`` reads it and replaces its plan.
-        with contextlib.suppress(errors.Conflict):
-            self._known[key] = errors.call(
+        try:
+            self._remember(key, errors.call(
                 self._api.create_namespaced_custom_object, api.GROUP, api.VERSION, key[0], api.PLURAL, body
-            )
+            ))
+        except errors.Conflict:
+            # An object of that name exists. A live plan of this very gang was made by another
+            # replica's extender (the create is the guard: two plans never both win); any other
+            # (a Job recreated under the same name) is replaced by the next ``save``.
+            existing = self._read(key)
+            if existing is not None and existing.get("spec") == manifest["spec"]:
+                self._remember(key, existing)  # our own create, its answer lost on the way
+            elif existing is not None and _live_plan_of(existing, manifest["spec"]):
+                raise errors.Conflict(f"FabricPlacement {key[0]}/{key[1]} holds a live plan of this gang",
+                                      409) from None
+
+    def covers(self, namespace: str, name: str, generation: int) -> bool:
+        """Whether this replica wrote the object's plan at ``generation`` or later, or is writing
+        it now: a watch event it does not cover carries a plan made elsewhere."""
+        if (namespace, name) in self._writing:
+            return True
+        return self._generations.get((namespace, name), 0) >= generation
+
+    def _remember(self, key: tuple[str, str], obj: dict[str, Any]) -> None:
+        self._known[key] = obj
+        generation = (obj.get("metadata") or {}).get("generation")
+        if isinstance(generation, int):
+            # Kept after a release too (``_known`` is not): late watch events of a gang this
+            # replica released must not bring its plan back.
+            self._generations.pop(key, None)
+            self._generations[key] = max(generation, self._generations.get(key, 0))
+            if len(self._generations) > MAX_REMEMBERED:
+                del self._generations[next(iter(self._generations))]
 
     def _save(self, manifest: dict[str, Any]) -> None:
         metadata = manifest["metadata"]
@@ -92,6 +135,8 @@ class ApiPlacementStore:
         status = manifest.get("status") or {}
         where = (api.GROUP, api.VERSION, namespace, api.PLURAL, name)
         if existing is None:
+            if status.get("phase") == api.PlacementPhase.RELEASED:
+                return  # gone already (the Job's garbage collection): nothing left to release
             body = {k: v for k, v in manifest.items() if k != "status"}
             existing = errors.call(
                 self._api.create_namespaced_custom_object, api.GROUP, api.VERSION, namespace, api.PLURAL, body
@@ -106,14 +151,14 @@ class ApiPlacementStore:
                 "ownerReferences": metadata.get("ownerReferences") or [],
             }
             existing = errors.call(self._api.replace_namespaced_custom_object, *where, body)
-        self._known[key] = existing
+        self._remember(key, existing)
         old_status = existing.get("status") or {}
         if old_status != status:
             # Keys the new status leaves out are removed (null in a merge patch).
             patch = {"status": {**dict.fromkeys(old_status), **status}}
-            self._known[key] = errors.call(
+            self._remember(key, errors.call(
                 self._api.patch_namespaced_custom_object_status, *where, patch, _content_type=_MERGE
-            )
+            ))
 
     def _read(self, key: tuple[str, str]) -> dict[str, Any] | None:
         namespace, name = key
@@ -166,6 +211,15 @@ class RecorderEvents:
         self._recorder.record(
             ref, notices.Notice("Warning" if warning else "Normal", reason, message), self._clock()
         )
+
+
+def _live_plan_of(obj: dict[str, Any], spec: dict[str, Any]) -> bool:
+    """Whether ``obj`` is a Reserved or Bound plan of the gang ``spec`` describes."""
+    theirs = obj.get("spec") or {}
+    phase = (obj.get("status") or {}).get("phase")
+    same_gang = theirs.get("gang") == spec.get("gang") and theirs.get("jobUID") == spec.get("jobUID")
+    return bool(same_gang and theirs.get("ranks") and phase in (None, api.PlacementPhase.RESERVED,
+                                                                api.PlacementPhase.BOUND))
 
 
 def _owners(obj: dict[str, Any]) -> Any:

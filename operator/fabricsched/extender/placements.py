@@ -35,6 +35,8 @@ COALESCE_S = 0.25
 CONCURRENT_WRITES = 4
 """FabricPlacement writes in flight at once (each is a blocking client call in a thread)."""
 RETRY_DELAY_S = 1.0
+STANDBY_POLL_S = 0.5
+"""How often a standby replica's writer looks whether it leads now."""
 
 
 MAX_NAME = 253
@@ -160,11 +162,16 @@ class PlacementWriter:
     """Writes the newest entry of each submitted gang, one write per gang at a time."""
 
     def __init__(
-        self, store: ports.PlacementStore, book: reservations.Book, clock: Callable[[], float] = time.time
+        self, store: ports.PlacementStore, book: reservations.Book, clock: Callable[[], float] = time.time,
+        leading: Callable[[], bool] = lambda: True,
     ) -> None:
         self.store = store
         self.book = book
         self.clock = clock
+        self.leading = leading
+        """Whether this replica does the background writes (the Lease holder); a standby keeps
+        its newest entry per gang and writes them once it leads. A new plan's ``save_now`` is
+        not gated: the extender the scheduler calls makes the plan durable itself."""
         self._pending: dict[ids.GangKey, reservations.Entry] = {}
         self._conditions: dict[ids.GangKey, list[api_conditions.Condition]] = {}
         """The conditions last made for every gang: a condition keeps its date while unchanged."""
@@ -226,6 +233,14 @@ class PlacementWriter:
                 self.failures += 1
                 logger.error("FabricPlacement %s rejected: %s", entry.display, e)
                 return False
+            except errors.Conflict as e:
+                # Another replica's extender planned this gang first: its object is the plan
+                # (the book adopts it from the watch); this one is never written.
+                self.failures += 1
+                self._pending.pop(key, None)
+                logger.warning("FabricPlacement %s planned elsewhere, following that plan: %s",
+                               entry.display, e)
+                return False
             except errors.ApiError as e:
                 self.failures += 1
                 if namespace_gone(e):
@@ -246,6 +261,9 @@ class PlacementWriter:
 
         while True:
             await self._wake.wait()
+            if not self.leading():
+                await asyncio.sleep(STANDBY_POLL_S)
+                continue
             # Ranks of a gang bind within moments of each other: one write for the lot.
             await asyncio.sleep(COALESCE_S)
             self._wake.clear()
@@ -259,7 +277,9 @@ class PlacementWriter:
                 self._wake.set()
 
     async def flush(self, timeout_s: float) -> None:
-        """Write everything pending (tests, shutdown)."""
+        """Write everything pending (tests, shutdown); a standby writes nothing."""
+        if not self.leading():
+            return
 
         async def _all() -> None:
             for key in list(self._pending):

@@ -8,6 +8,7 @@ implementations are in ``kubeapi``; tests pass small in-memory fakes.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from fabricsched.ports import jobs, notices
@@ -44,6 +45,18 @@ class PlacementStore(Protocol):
     async def save(self, manifest: dict[str, Any]) -> None:
         """Create or update the object (spec and status) named in ``manifest``; a ``Released``
         one without an owning Job is deleted (nothing else would collect it)."""
+        ...
+
+
+class PlacementFeed(Protocol):
+    """FabricPlacement objects as they change (``mirroring.ApiPlacementFeed``)."""
+
+    async def follow(self, on_event: Callable[[str, dict[str, Any]], None]) -> None:
+        """Every object (``ADDED``), then every change, to ``on_event`` until cancelled."""
+        ...
+
+    def covers(self, namespace: str, name: str, generation: int) -> bool:
+        """Whether this replica wrote that object at ``generation`` or later (or is writing it)."""
         ...
 
 

@@ -24,11 +24,13 @@ from fabricsched.extender import (
     kubeapi,
     metrics,
     owners,
+    mirroring,
     placements,
     pod_identity,
     ports,
     reservations,
     server,
+    server_tls,
     wakeup,
 )
 from fabricsched.placement import request
@@ -61,6 +63,9 @@ class ServiceOptions:
     wake_namespace: str = ""
     """Namespace of the object updated to make the kube-scheduler retry waiting gangs when
     capacity frees (``wakeup``; ``fabricsched run`` uses its lease namespace); empty: off."""
+    tls: server_tls.TLSFiles | None = None
+    """HTTPS with client certificates (``--extender-tls-cert/-key``, ``--extender-client-ca``);
+    None: plain HTTP."""
 
     def __post_init__(self) -> None:
         if self.max_reserved_gpus_per_namespace < 0:
@@ -69,6 +74,8 @@ class ServiceOptions:
         # The parts check their own bounds: build them once so a bad flag fails at start.
         self.book_options()
         self.server_options()
+        if self.tls is not None:
+            self.tls.context()
 
     def book_options(self) -> reservations.BookOptions:
         return reservations.BookOptions(self.reservation_ttl_s)
@@ -92,11 +99,14 @@ class Service:
         owner_fetcher: owners.OwnerFetcher | None = None,
         pods: pod_identity.PodLookup | None = None,
         nudger: wakeup.Nudger | None = None,
+        leading: Callable[[], bool] = lambda: True,
+        feed: ports.PlacementFeed | None = None,
     ) -> None:
         self.state = state
         self.options = options
+        self.feed = feed
         self.book = reservations.Book(options.book_options())
-        self.writer = placements.PlacementWriter(store, self.book)
+        self.writer = placements.PlacementWriter(store, self.book, leading=leading)
         self.coordinator = coordinator.Coordinator(
             state,
             self.book,
@@ -151,8 +161,10 @@ class Service:
         if self.wakeups is not None:
             tasks.append(asyncio.create_task(self.wakeups.run(), name="extender-wakeups"))
         try:
-            await web.TCPSite(runner, host, port).start()
-            logger.info("extender listening on %s:%d", host, port)
+            context = self.options.tls.context() if self.options.tls is not None else None
+            await web.TCPSite(runner, host, port, ssl_context=context).start()
+            logger.info("extender listening on %s://%s:%d%s", "https" if context else "http", host, port,
+                        " (client certificates required)" if context else "")
             await asyncio.Event().wait()
         finally:
             unsubscribe()
@@ -176,7 +188,17 @@ class Service:
             except errors.ApiError as e:
                 logger.warning("could not restore reservations (retrying): %s", e)
                 await asyncio.sleep(RESTORE_RETRY_S)
-        await _run_housekeeping(self.coordinator, HOUSEKEEPING_INTERVAL_S)
+        follow = asyncio.create_task(self._follow(), name="fabricplacement-mirror")
+        try:
+            await _run_housekeeping(self.coordinator, HOUSEKEEPING_INTERVAL_S)
+        finally:
+            follow.cancel()
+
+    async def _follow(self) -> None:
+        # The other replica's plans (two replicas, one of them called): see ``mirroring``.
+        if self.feed is not None:
+            mirror = mirroring.PlanMirror(self.book, self.coordinator.follower, self.feed.covers)
+            await self.feed.follow(mirror.on_event)
 
     def _observe(self, verb: str, seconds: float, outcome: str) -> None:
         if self._latency is not None:
@@ -190,6 +212,7 @@ def on_api(
     clock: Callable[[], float],
     options: ServiceOptions,
     registry: prometheus_client.CollectorRegistry | None = None,
+    leading: Callable[[], bool] = lambda: True,
 ) -> Service:
     """The service with its FabricPlacement store, Job and pod lookups on ``api_client``."""
     return Service(
@@ -197,6 +220,12 @@ def on_api(
         recorder, clock, options, registry, owners.ApiOwnerFetcher(api_client),
         pod_identity.ApiPodLookup(api_client),
         wakeup.ApiNudger(api_client, options.wake_namespace) if options.wake_namespace else None,
+    """The service with its FabricPlacement store, watch and Job lookups on ``api_client``;
+    ``leading`` gates the background writes (two replicas: the Lease holder's)."""
+    store = kubeapi.ApiPlacementStore(api_client)
+    return Service(
+        state, store, kubeapi.ApiJobFetcher(api_client), recorder, clock, options, registry,
+        leading=leading, feed=mirroring.ApiPlacementFeed(api_client, store.covers),
     )
 
 

@@ -36,6 +36,8 @@ def test_the_profile_extender_and_lease_are_fabricscheds_own() -> None:
         "fabricsched-scheduler",
         "fabricsched-system",
     )
+    # kube-scheduler's defaults, written out (docs/install.md states them).
+    assert (lease["leaseDuration"], lease["renewDeadline"], lease["retryPeriod"]) == ("15s", "10s", "2s")
     (profile,) = config["profiles"]
     assert profile["schedulerName"] == "fabricsched"
     assert profile["plugins"]["postFilter"]["disabled"] == [{"name": "DefaultPreemption"}]
@@ -49,7 +51,21 @@ def test_the_profile_extender_and_lease_are_fabricscheds_own() -> None:
         "managedResources": [{"name": "nvidia.com/gpu", "ignoredByScheduler": False}],
         "httpTimeout": "10s",
         "ignorable": False,
+        "enableHTTPS": False,
+        "tlsConfig": None,
     }
+
+
+def test_mutual_tls_names_the_ca_and_the_schedulers_client_pair_as_the_charts_tojson_prints() -> None:
+    tls = schedconfig.ExtenderTLS("/etc/fabricsched-tls/ca.crt", "/etc/fabricsched-tls/tls.crt",
+                                  "/etc/fabricsched-tls/tls.key")
+    options = schedconfig.SchedulerConfigOptions(extender_url="https://127.0.0.1:8888", tls=tls)
+    (extender,) = schedconfig.render_object(options)["extenders"]
+    assert extender["urlPrefix"] == "https://127.0.0.1:8888" and extender["enableHTTPS"] is True
+    files = {"caFile": tls.ca_file, "certFile": tls.cert_file, "keyFile": tls.key_file}
+    assert extender["tlsConfig"] == files
+    assert tls.as_json() == ('{"caFile":"/etc/fabricsched-tls/ca.crt",'
+                             '"certFile":"/etc/fabricsched-tls/tls.crt","keyFile":"/etc/fabricsched-tls/tls.key"}')
 
 
 def test_managed_resources_follow_the_gpu_resource_names_in_order_without_repeats() -> None:
@@ -79,10 +95,12 @@ def test_values_with_quotes_cannot_break_the_yaml() -> None:
 
 @pytest.mark.parametrize(
     "changes",
-    [{"extender_url": "127.0.0.1:8888"}, {"lease_namespace": ""}],
-    ids=["extender url without scheme", "empty lease namespace"],
+    [{"extender_url": "127.0.0.1:8888"}, {"lease_namespace": ""}, {"extender_url": "https://127.0.0.1:8888"},
+     {"tls": schedconfig.ExtenderTLS("ca", "crt", "key")}],
+    ids=["extender url without scheme", "empty lease namespace", "https without TLS files",
+         "TLS files with an http URL"],
 )
-def test_invalid_options_are_refused(changes: dict[str, str]) -> None:
+def test_invalid_options_are_refused(changes: dict[str, Any]) -> None:
     with pytest.raises(ValueError):
         schedconfig.SchedulerConfigOptions(**changes)
 

@@ -108,3 +108,43 @@ def test_a_missing_job_is_none_and_an_unreachable_api_is_an_error() -> None:
     assert asyncio.run(fetcher(FakeJobs(status=404)).fetch("train", "j")) is None
     with pytest.raises(errors.Unavailable):
         asyncio.run(fetcher(FakeJobs(status=503)).fetch("train", "j"))
+
+
+PLAN = {**MANIFEST, "spec": {"gang": "a", "jobUID": "u1", "size": 1, "ranks": [{"rank": 0, "node": "n1"}]}}
+
+
+class FakeObjectsHolding(FakeObjects):
+    """An object of the same name exists: ``held`` is what a read returns."""
+
+    def __init__(self, held: dict[str, Any], fail: dict[str, int] | None = None) -> None:
+        super().__init__(fail)
+        self.held = held
+
+    def get_namespaced_custom_object(self, *args: Any) -> dict[str, Any]:
+        return self._answer("get", self.held)
+
+
+def test_a_new_plan_meeting_another_replicas_live_plan_of_the_gang_is_refused() -> None:
+    theirs = {**PLAN, "spec": {**PLAN["spec"], "ranks": [{"rank": 0, "node": "n2"}]},
+              "status": {"phase": "Bound"}}
+    fake = FakeObjectsHolding(theirs, {"create": 409})
+    with pytest.raises(errors.Conflict, match="live plan"):
+        asyncio.run(store(fake).create(PLAN))
+    assert fake.calls == ["create", "get"]
+
+
+def test_a_create_whose_answer_was_lost_is_our_own_object_and_passes() -> None:
+    fake = FakeObjectsHolding({k: v for k, v in PLAN.items() if k != "status"}, {"create": 409})
+    asyncio.run(store(fake).create(PLAN))
+    assert fake.calls == ["create", "get"]
+
+
+def test_releasing_a_plan_whose_object_is_gone_creates_nothing() -> None:
+    fake = FakeObjects({"get": 404})
+    released = {**PLAN, "metadata": {**PLAN["metadata"], "ownerReferences": [{"kind": "Job", "uid": "u1"}]},
+                "status": {"phase": "Released"}}
+    made = store(fake)
+    made._known[("train", "a")] = {**PLAN, "metadata": {**PLAN["metadata"], "resourceVersion": "0"}}
+    fake.fail["replace"] = 404
+    asyncio.run(made.save(released))
+    assert "create" not in fake.calls
