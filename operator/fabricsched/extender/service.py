@@ -23,8 +23,8 @@ from fabricsched.extender import (
     coordinator,
     kubeapi,
     metrics,
-    owners,
     mirroring,
+    owners,
     placements,
     pod_identity,
     ports,
@@ -214,17 +214,13 @@ def on_api(
     registry: prometheus_client.CollectorRegistry | None = None,
     leading: Callable[[], bool] = lambda: True,
 ) -> Service:
-    """The service with its FabricPlacement store, Job and pod lookups on ``api_client``."""
-    return Service(
-        state, kubeapi.ApiPlacementStore(api_client), kubeapi.ApiJobFetcher(api_client),
-        recorder, clock, options, registry, owners.ApiOwnerFetcher(api_client),
-        pod_identity.ApiPodLookup(api_client),
-        wakeup.ApiNudger(api_client, options.wake_namespace) if options.wake_namespace else None,
-    """The service with its FabricPlacement store, watch and Job lookups on ``api_client``;
-    ``leading`` gates the background writes (two replicas: the Lease holder's)."""
+    """The service with its FabricPlacement store and watch, Job, owner and pod lookups on
+    ``api_client``; ``leading`` gates the background writes (two replicas: the Lease holder's)."""
     store = kubeapi.ApiPlacementStore(api_client)
     return Service(
         state, store, kubeapi.ApiJobFetcher(api_client), recorder, clock, options, registry,
+        owners.ApiOwnerFetcher(api_client), pod_identity.ApiPodLookup(api_client),
+        wakeup.ApiNudger(api_client, options.wake_namespace) if options.wake_namespace else None,
         leading=leading, feed=mirroring.ApiPlacementFeed(api_client, store.covers),
     )
 
