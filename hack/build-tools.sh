@@ -100,14 +100,15 @@ fi
 
 # The CRDs of the training workloads the integration tests create (no controller runs for
 # them: the tests make the pods as each controller does). Each is copied from its Go module at
-# the pin below into a folder named after the module and version. The Go module proxy does not
-# serve sigs.k8s.io/lws (LeaderWorkerSet), so its test reads pod labels only, as the extender
-# does. `go mod download` runs outside any module here, so nothing else is resolved.
+# the pin below into a folder named after the module and version. LeaderWorkerSet is pinned at
+# v0.9.0, the newest sigs.k8s.io/lws release the Go module proxy serves (it refuses v0.10.0).
+# `go mod download` runs outside any module here, so nothing else is resolved.
 crd_modules=(
   "github.com/kubeflow/training-operator v1.9.3 manifests/base/crds/kubeflow.org_pytorchjobs.yaml"
   "github.com/kubeflow/mpi-operator v0.8.0 manifests/base/kubeflow.org_mpijobs.yaml"
   "github.com/kubeflow/trainer/v2 v2.3.0 manifests/base/crds/trainer.kubeflow.org_trainjobs.yaml"
   "github.com/kubeflow/trainer/v2 v2.3.0 manifests/base/crds/trainer.kubeflow.org_trainingruntimes.yaml"
+  "sigs.k8s.io/lws v0.9.0 config/crd/bases/leaderworkerset.x-k8s.io_leaderworkersets.yaml"
 )
 for entry in "${crd_modules[@]}"; do
   read -r module version path <<<"$entry"

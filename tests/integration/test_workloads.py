@@ -37,12 +37,15 @@ CRDS = {
         "github.com_kubeflow_trainer_v2-v2.3.0/trainer.kubeflow.org_trainjobs.yaml",
     "trainingruntimes.trainer.kubeflow.org":
         "github.com_kubeflow_trainer_v2-v2.3.0/trainer.kubeflow.org_trainingruntimes.yaml",
+    "leaderworkersets.leaderworkerset.x-k8s.io":
+        "sigs.k8s.io_lws-v0.9.0/leaderworkerset.x-k8s.io_leaderworkersets.yaml",
 }
 SERVED = {
     "pytorchjobs.kubeflow.org": "/apis/kubeflow.org/v1/pytorchjobs",
     "mpijobs.kubeflow.org": "/apis/kubeflow.org/v2beta1/mpijobs",
     "trainjobs.trainer.kubeflow.org": "/apis/trainer.kubeflow.org/v1alpha1/trainjobs",
     "trainingruntimes.trainer.kubeflow.org": "/apis/trainer.kubeflow.org/v1alpha1/trainingruntimes",
+    "leaderworkersets.leaderworkerset.x-k8s.io": "/apis/leaderworkerset.x-k8s.io/v1/leaderworkersets",
 }
 PLACEMENTS = "/apis/fabricsched.io/v1alpha1/namespaces/{ns}/fabricplacements"
 EXAMPLES = REPO / "examples" / "workloads"
@@ -283,18 +286,20 @@ def test_mpijob_workers_land_as_one_gang_and_the_launcher_is_not_a_member(
     assert placement(fabric, ns, "hvd")["spec"]["size"] == 4  # the launcher asks no GPU
 
 
-# --- LeaderWorkerSet (labels only) --------------------------------------------------------
+# --- LeaderWorkerSet (the real CRD; pods as its webhook labels them) ----------------------
 
 def test_a_leaderworkerset_group_lands_as_one_gang_ranked_by_worker_index(
-    fabric: Fabric, ns: str, degrade: Callable[[list[str]], None],
+    fabric: Fabric, ns: str, crds: None, degrade: Callable[[list[str]], None],
 ) -> None:
     healthy, degraded = all_but_one_leaf_degraded(fabric, degrade)
-    # As the LeaderWorkerSet controller (sigs.k8s.io/lws v0.10.0) labels them: the leader
+    # The LeaderWorkerSet itself, accepted by its real CRD (sigs.k8s.io/lws v0.9.0); no LWS
+    # controller runs, so its StatefulSets are not made.
+    apply(fabric, ns, EXAMPLES / "leaderworkerset.yaml")
+    # As the LeaderWorkerSet controller labels them (pkg/webhooks/pod_webhook.go): the leader
     # StatefulSet's pod serve-0 and the worker StatefulSet's serve-0-1..3 carry name,
-    # group-index, worker-index and group-key labels and the size annotation
-    # (pkg/webhooks/pod_webhook.go). The Go module proxy does not serve that module, so no
-    # CRD is installed and the pods have no StatefulSet owner (the garbage collector would
-    # delete pods whose owner does not exist); the extender reads only these labels.
+    # group-index, worker-index and group-key labels and the size annotation. The pods have no
+    # StatefulSet owner (the garbage collector would delete pods whose owner does not exist);
+    # the extender reads only these labels.
     for worker in (2, 0, 3, 1):
         name = "serve-0" if worker == 0 else f"serve-0-{worker}"
         create_pod(fabric, ns, {"metadata": {"name": name, "labels": {
@@ -337,7 +342,9 @@ def apply(fabric: Fabric, namespace: str, path: Path) -> None:
                     "-n", namespace, "-f", str(path)], check=True, capture_output=True, timeout=60)
 
 
-@pytest.mark.parametrize("example", ["pytorchjob.yaml", "mpijob.yaml", "trainjob.yaml"])
+@pytest.mark.parametrize("example", [
+    "pytorchjob.yaml", "mpijob.yaml", "trainjob.yaml", "leaderworkerset.yaml",
+])
 def test_each_example_is_accepted_by_its_real_crd(fabric: Fabric, ns: str, crds: None, example: str) -> None:
     apply(fabric, ns, EXAMPLES / example)
 
