@@ -43,10 +43,14 @@ def helm_binary(found: binaries.Binaries) -> Path:
 
 
 def render_chart(helm: Path, home: Path, namespace: str, values: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """``helm template`` of the chart with ``values``: every rendered object."""
+    """``helm template`` of the chart with ``values``: every rendered object. The pairs run as
+    plain processes on one machine, so the parts that need the pod around them are off: the
+    namespace webhook (its certificate is a mounted Secret, its caller the API server through a
+    Service) and the fabric page (two pairs would share its loopback port)."""
     home.mkdir(parents=True, exist_ok=True)
     values_file = home / f"values-{uuid.uuid4().hex[:8]}.yaml"
-    values_file.write_text(yaml.safe_dump(dict(values)), encoding="utf-8")
+    merged = {"webhook": {"enabled": False}, "dashboard": {"enabled": False}, **dict(values)}
+    values_file.write_text(yaml.safe_dump(merged), encoding="utf-8")
     env = {**os.environ, "HELM_CACHE_HOME": str(home / "cache"), "HELM_CONFIG_HOME": str(home / "config"),
            "HELM_DATA_HOME": str(home / "data")}
     result = subprocess.run(

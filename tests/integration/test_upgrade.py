@@ -74,7 +74,7 @@ def test_helm_upgrade_from_the_previous_chart_keeps_running_gangs_and_serves_the
 
         # The documented upgrade: the new CRDs first, then the chart.
         cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CHART / "crds"))
-        helm.run("upgrade", RELEASE, str(CHART), *kube, "--reuse-values")
+        helm.run("upgrade", RELEASE, str(CHART), *kube, "--reset-then-reuse-values")
 
         history = yaml.safe_load(helm.run("history", RELEASE, *kube, "-o", "yaml").stdout)
         assert [h["status"] for h in history][-1] == "deployed" and len(history) == 2
