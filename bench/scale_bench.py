@@ -60,7 +60,9 @@ class Operator:
         argv = [sys.executable, *profiling, "-m", "fabricsched.cli", "run", f"--kubeconfig={kubeconfig}",
                 f"--extender-address={extender}", f"--health-address={health}"]
         self.log = log
+        self.log_start = len(log.read_text(errors="replace").splitlines()) if log.exists() else 0
         self.started = time.monotonic()
+        self.started_wall = time.time()
         with log.open("ab") as out:
             self.process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
                                             env={**os.environ, "PYTHONUNBUFFERED": "1"})
@@ -92,6 +94,22 @@ class Operator:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait(5)
+
+
+def startup_parts(operator: Operator) -> dict[str, float]:
+    """Seconds from the process start to its first log line (interpreter and imports), to the
+    initial listings applied, and to the reservations restored, from this run's log lines."""
+    marks = {"first_log": "", "listings": "initial listings applied", "restored": "gang reservations"}
+    found: dict[str, float] = {}
+    for line in operator.log.read_text(errors="replace").splitlines()[operator.log_start:]:
+        try:
+            stamp = time.mktime(time.strptime(line[:19], "%Y-%m-%d %H:%M:%S")) + int(line[20:23]) / 1000
+        except ValueError:
+            continue
+        for key, text in marks.items():
+            if key not in found and text in line:
+                found[key] = round(stamp - operator.started_wall, 2)
+    return found
 
 
 def summary(seconds: Sequence[float]) -> dict[str, float]:
@@ -137,6 +155,8 @@ class Size:
             rss = operator.peak_rss_mb()
             operator.stop()
             operator = self.start_operator(kubeconfig, "restart_ready_s")
+            self.us.close()
+            self.us = wire.Caller(self.extender)  # the old connection went with the old process
             self.first_after_ready()
             self.result["peak_rss_mb"] = round(max(rss, operator.peak_rss_mb()), 1)
             if self.n in self.args.throughput_at:
@@ -158,7 +178,8 @@ class Size:
                             f"127.0.0.1:{self.ports[1]}", stats)
         self.operator = operator
         self.result[key] = round(operator.wait_ready(self.args.timeout), 2)
-        print(f"    {key}: {self.result[key]:.2f} s", flush=True)
+        self.result[f"{key}_parts"] = parts = startup_parts(operator)
+        print(f"    {key}: {self.result[key]:.2f} s ({parts})", flush=True)
         return operator
 
     def fabric_counted(self) -> bool:
@@ -170,6 +191,7 @@ class Size:
     def latency(self) -> None:
         args = self.args
         cl.namespace(self.api, "lat", args.timeout)
+        cl.namespace(self.api, "probe", args.timeout)  # where the synthetic probe pods' plans go
         cl.create_jobs(self.api, "lat", "g", args.requests, args.gang, args.gang_gpus, "fabricsched")
         cl.create_pods(self.api, "lat", "s", args.requests, 1, "fabricsched")
         wanted = args.requests * (args.gang + 1)
