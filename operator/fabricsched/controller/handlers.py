@@ -15,6 +15,7 @@ thread-safe.
 
 from __future__ import annotations
 
+import gc
 import logging
 from collections.abc import Iterable
 from typing import Any
@@ -75,6 +76,10 @@ def register(registry: kopf.OperatorRegistry, rt: runtime.Runtime, gate: SyncGat
 
 def _mark_synced(rt: runtime.Runtime) -> None:
     rt.state.mark_synced()
+    # The initial listings are most of what the process will ever hold, and live as long as it:
+    # out of the collector's sight, a full collection no longer walks them (at 10,000 nodes and
+    # 50,000 pods that walk stalled the loop answering the scheduler for about half a second).
+    gc.freeze()
     sizes = {"nodes": len(rt.state.nodes), "gpu pods": len(rt.state.pods), "jobs": len(rt.state.jobs),
              "topologies": len(rt.state.objects)}
     logger.info("initial listings applied: %s", ", ".join(f"{v} {k}" for k, v in sizes.items()))
