@@ -37,7 +37,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -139,7 +139,7 @@ class Size:
                                         "--passthrough", f"127.0.0.1:{self.ports[2]}"])
         operator: Operator | None = None
         try:
-            self.api = rest.Client.from_kubeconfig(kubeconfig)
+            self.api = rest.Client.from_kubeconfig(kubeconfig, timeout=180)
             cl.install(self.api, kubeconfig, self.args.timeout)
             started = time.monotonic()
             self.result["fill_pods"] = cl.fill(self.api, self.names, self.args.pods_per_node)
@@ -150,19 +150,17 @@ class Size:
             cl.wait_for("FabricTopology status counting every node", self.fabric_counted, self.args.timeout)
             self.us = wire.Caller(self.extender)
             self.them = wire.Caller(f"127.0.0.1:{self.ports[2]}")
-            self.latency()
-            self.reaction()
+            self.phase("latency", self.latency)
+            self.phase("reaction", self.reaction)
             rss = operator.peak_rss_mb()
             operator.stop()
             operator = self.start_operator(kubeconfig, "restart_ready_s")
             self.us.close()
             self.us = wire.Caller(self.extender)  # the old connection went with the old process
-            self.first_after_ready()
-            self.result["peak_rss_mb"] = round(max(rss, operator.peak_rss_mb()), 1)
+            self.phase("after_restart", self.first_after_ready)
             if self.n in self.args.throughput_at:
-                cl.clean(self.api, "lat")
-                self.throughput()
-            self.result["peak_rss_mb"] = round(max(self.result["peak_rss_mb"], operator.peak_rss_mb()), 1)
+                self.phase("throughput", self.throughput)
+            self.result["peak_rss_mb"] = round(max(rss, operator.peak_rss_mb()), 1)
             return self.result
         finally:
             if operator is not None:
@@ -170,6 +168,14 @@ class Size:
             passthrough.terminate()
             passthrough.wait(10)
             cl.cluster_down(self.root)
+
+    def phase(self, name: str, run: Callable[[], None]) -> None:
+        """One phase; a failure is recorded (``errors``) and the next phases still run."""
+        try:
+            run()
+        except (OSError, RuntimeError, TimeoutError, KeyError, ValueError) as e:
+            print(f"    {name} failed: {type(e).__name__}: {e}", flush=True)
+            self.result.setdefault("errors", {})[name] = f"{type(e).__name__}: {str(e)[:500]}"
 
     def start_operator(self, kubeconfig: Path, key: str) -> Operator:
         profile = self.args.profile_operator
@@ -274,6 +280,7 @@ class Size:
     # --- throughput -----------------------------------------------------------------------
 
     def throughput(self) -> None:
+        cl.clean(self.api, "lat")  # the latency phase's plans would hold GPUs otherwise
         out: dict[str, Any] = {s: self.bind_round(s) for s in ("default-scheduler", "fabricsched")}
         rates = [out[s].get("pods_per_s") for s in ("fabricsched", "default-scheduler")]
         if all(rates):
@@ -325,16 +332,19 @@ def _sizes(text: str) -> list[int]:
 
 
 def show(r: dict[str, Any]) -> None:
-    print(f"  {r['nodes']} nodes, {r['fill_pods']} running GPU pods: ready {r['ready_s']} s, "
-          f"after a restart {r['restart_ready_s']} s; peak RSS {r['peak_rss_mb']} MB; "
-          f"reaction {r['reaction_s']}")
-    for kind in KINDS:
-        ours, theirs = r["latency_ms"]["fabricsched"][kind], r["latency_ms"]["passthrough"][kind]
-        print(f"    {kind:<15} n={ours['n']:<4} p50 {ours['p50']:6.1f}  p95 {ours['p95']:6.1f}  "
-              f"p99 {ours['p99']:6.1f}  max {ours['max']:7.1f} ms   pass-through p99 {theirs['p99']:6.1f} ms")
-    print(f"    first calls after the restart: {r['after_restart_ms']}")
-    if "throughput" in r:
-        print(f"    throughput: {r['throughput']}")
+    print(f"  {r['nodes']} nodes, {r.get('fill_pods')} running GPU pods: ready {r.get('ready_s')} s, "
+          f"after a restart {r.get('restart_ready_s')} s; peak RSS {r.get('peak_rss_mb')} MB; "
+          f"reaction {r.get('reaction_s')}")
+    latency = r.get("latency_ms") or {}
+    for kind in KINDS if latency else ():
+        ours, theirs = latency["fabricsched"][kind], latency["passthrough"][kind]
+        if ours["n"] and theirs["n"]:
+            print(f"    {kind:<15} n={ours['n']:<4} p50 {ours['p50']:6.1f}  p95 {ours['p95']:6.1f}  "
+                  f"p99 {ours['p99']:6.1f}  max {ours['max']:7.1f} ms   "
+                  f"pass-through p99 {theirs['p99']:6.1f} ms")
+    for key in ("after_restart_ms", "throughput", "errors"):
+        if key in r:
+            print(f"    {key}: {r[key]}")
 
 
 def main() -> int:

@@ -161,6 +161,8 @@ def ungate(api: rest.Client, ns: str, names: Sequence[str]) -> None:
 
 def clean(api: rest.Client, ns: str) -> None:
     """Jobs and pods of ``ns`` gone now (no grace): their GPUs are free for the next phase."""
-    api.request("DELETE", f"/apis/batch/v1/namespaces/{ns}/jobs", {"propagationPolicy": "Orphan"})
+    jobs = api.call("GET", f"/apis/batch/v1/namespaces/{ns}/jobs")["items"]
+    each(lambda j: api.request("DELETE", f"/apis/batch/v1/namespaces/{ns}/jobs/{j['metadata']['name']}",
+                               {"propagationPolicy": "Orphan"}), jobs)
     each(lambda p: kwok.delete_now(api, ns, p["metadata"]["name"]), pods(api, ns))
     api.request("DELETE", f"/api/v1/namespaces/{ns}")

@@ -29,6 +29,7 @@ def test_the_scale_benchmark_runs_through_at_500_nodes(tmp_path: Path) -> None:
     assert done.returncode == 0, f"scale_bench.py --quick failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     (result,) = json.loads(out.read_text())["results"]
     assert result["nodes"] == 500
+    assert "errors" not in result, result["errors"]
     assert result["ready_s"] > 0 and result["restart_ready_s"] > 0
     for kind in ("single", "planned_member", "new_gang"):
         assert result["latency_ms"]["fabricsched"][kind]["n"] > 0

@@ -140,7 +140,7 @@ class Coordinator:
             return FilterAnswer(list(node_names))
         if entry is None or entry.phase == PlacementPhase.EXPIRED:
             refused = admission.refusal(
-                gang, pod, entry, self.state.pods.values(), self.book.entries(),
+                gang, pod, entry, self.state.pods_in(pod.namespace).values(), self.book.entries(),
                 self.options.max_reserved_gpus_per_namespace,
             )
             if refused:
@@ -349,7 +349,7 @@ class Coordinator:
         live = (
             [
                 p.uid
-                for p in self.state.pods.values()
+                for p in self.state.pods_in(pod.namespace).values()
                 if gangs.membership(p)[0] == entry.key and not gangs.pod_ended(p)
             ]
             if pod.uid not in entry.pod_ranks
