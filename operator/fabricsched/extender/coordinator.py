@@ -140,7 +140,9 @@ class Coordinator:
             return FilterAnswer(list(node_names))
         if entry is None or entry.phase == PlacementPhase.EXPIRED:
             refused = admission.refusal(
-                gang, pod, entry, self.state.pods_in(pod.namespace).values(), self.book.entries(),
+                # Newest first: a gang asking to be planned was just created, so its pods are
+                # found among the last ones seen rather than after every older pod.
+                gang, pod, entry, list(self.state.pods_in(pod.namespace).values())[::-1], self.book.entries(),
                 self.options.max_reserved_gpus_per_namespace,
             )
             if refused:
