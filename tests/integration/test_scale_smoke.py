@@ -26,7 +26,8 @@ def test_the_scale_benchmark_runs_through_at_500_nodes(tmp_path: Path) -> None:
          "--out", str(out)],
         capture_output=True, text=True, timeout=1800,
     )
-    assert done.returncode == 0, f"scale_bench.py --quick failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    assert done.returncode == 0, \
+        f"scale_bench.py --quick failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     (result,) = json.loads(out.read_text())["results"]
     assert result["nodes"] == 500
     assert "errors" not in result, result["errors"]
