@@ -396,12 +396,16 @@ class Coordinator:
         self.ready = True
 
     def _warm(self) -> None:
-        """Build each fabric's snapshot and engine view now, so the first request after ready
-        answers as fast as the hundredth."""
+        """Build each fabric's snapshot, engine view and running traffic now, so the first
+        request after ready answers as fast as the hundredth."""
         for name in list(self.state.topologies):
             snap = self.state.snapshot(name)
             if snap is not None:
                 self._session.snapshot(snap.fabric)
+                # Each restored gang's demand on the fabric: computed once here, not by the
+                # first plan after ready.
+                planning.traffic(self._session, snap.fabric,
+                                 [e for e in self.book.entries() if e.topology == name])
 
     def _notice(
         self, pod: nodes.PodUsage, key: ids.GangKey, reason: str, message: str, warning: bool
