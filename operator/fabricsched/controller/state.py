@@ -85,6 +85,9 @@ class ClusterState:
         self._clock = clock
         self._nodes: dict[ids.NodeName, k8s.NodeInfo] = {}
         self._pods: dict[PodKey, k8s.PodUsage] = {}
+        self._pods_by_namespace: dict[str, dict[PodKey, k8s.PodUsage]] = {}
+        """The same pods per namespace: a gang's pods share one, so finding them costs a pass
+        over that namespace, not over 50,000 pods."""
         self._jobs: dict[JobKey, job_types.JobInfo] = {}
         self._job_uids: dict[tuple[str, str], JobKey] = {}
         """(namespace, uid) -> the Job holding that UID (pods name their Job by owner UID)."""
@@ -146,6 +149,10 @@ class ClusterState:
     def pods(self) -> Mapping[PodKey, k8s.PodUsage]:
         """GPU pods only (pods requesting an extended resource)."""
         return self._pods
+
+    def pods_in(self, namespace: str) -> Mapping[PodKey, k8s.PodUsage]:
+        """The GPU pods of one namespace (those of ``pods`` whose key starts with it)."""
+        return self._pods_by_namespace.get(namespace, {})
 
     @property
     def jobs(self) -> Mapping[JobKey, job_types.JobInfo]:
@@ -269,6 +276,7 @@ class ClusterState:
             self._forget_pod(key, old)
             old = None
         self._pods[key] = pod
+        self._pods_by_namespace.setdefault(key[0], {})[key] = pod
         was_active = old is not None and old.active
         if was_active != pod.active or (old is not None and old.node != pod.node):
             if old is not None and was_active:
@@ -288,6 +296,10 @@ class ClusterState:
 
     def _forget_pod(self, key: PodKey, old: k8s.PodUsage) -> None:
         del self._pods[key]
+        in_namespace = self._pods_by_namespace.get(key[0], {})
+        in_namespace.pop(key, None)
+        if not in_namespace:
+            self._pods_by_namespace.pop(key[0], None)
         if old.active:
             self._hold(old, -1)
             self.generation += 1
