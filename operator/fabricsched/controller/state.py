@@ -36,7 +36,7 @@ from typing import Any
 
 from fabricsched import ids
 from fabricsched.api import topology as api
-from fabricsched.controller import fabrics, snapshots
+from fabricsched.controller import fabrics, pod_records, snapshots
 from fabricsched.ports import changes
 from fabricsched.ports import jobs as job_types
 from fabricsched.telemetry import poller
@@ -51,13 +51,6 @@ PodKey = tuple[str, str]
 JobKey = tuple[str, str]
 """(namespace, name) of a Job."""
 
-# The conventions the extender's gang key reads (extender/gang_sources.py): a pod record without
-# the workload labels would key as its child Job, not as the JobSet's gang it was planned in.
-KEPT_LABEL_PREFIXES = (
-    "fabricsched.io/", "batch.kubernetes.io/", "jobset.sigs.k8s.io/", "training.kubeflow.org/",
-    "leaderworkerset.sigs.k8s.io/",
-)
-_KEPT_LABELS = frozenset({"job-name", "controller-uid"})
 
 
 @dataclass(frozen=True)
@@ -266,9 +259,9 @@ class ClusterState:
         metadata = body.get("metadata") or {}
         key = (str(metadata.get("namespace") or "default"), str(metadata.get("name")))
         old = self._pods.get(key)
-        if old is None and not _requests_extended(body):
+        if old is None and not pod_records.requests_extended(body):
             return  # not a GPU pod: not ours, not stored
-        pod = _trim(k8s.PodUsage.from_manifest(body))
+        pod = pod_records.trimmed(k8s.PodUsage.from_manifest(body))
         if old == pod:
             return
         if old is not None and old.uid != pod.uid:
@@ -474,30 +467,6 @@ class ClusterState:
         now = self._clock()
         for name, tf in self._fabrics.items():
             self._emit_health(name, tf.tick(now))
-
-
-def _requests_extended(body: Mapping[str, Any]) -> bool:
-    spec = body.get("spec") or {}
-    for group in ("containers", "initContainers"):
-        for container in spec.get(group) or ():
-            resources = container.get("resources") or {}
-            for part in ("requests", "limits"):
-                if any("/" in str(k) for k in resources.get(part) or {}):
-                    return True
-    return False
-
-
-def _kept(key: str) -> bool:
-    return key in _KEPT_LABELS or key.startswith(KEPT_LABEL_PREFIXES)
-
-
-def _trim(pod: k8s.PodUsage) -> k8s.PodUsage:
-    """Drop labels and annotations outside the gang conventions: 50k pods add up."""
-    return replace(
-        pod,
-        labels={k: v for k, v in pod.labels.items() if _kept(k)},
-        annotations={k: v for k, v in pod.annotations.items() if _kept(k)},
-    )
 
 
 def _first_error(e: ValueError) -> str:
