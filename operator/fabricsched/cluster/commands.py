@@ -37,6 +37,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                     help="a GPU resource name the extender manages (managedResources); repeat for "
                          "several; use the gpuResource of every FabricTopology you will create "
                          f"(default: {schedconfig.DEFAULT_GPU_RESOURCE})")
+    up.add_argument("--node-lease-seconds", type=_lease_seconds,
+                    default=controlplane.Options.node_lease_seconds,
+                    help="duration of the node Leases kwok renews every quarter of it; 0: no Leases, "
+                         "which spares the API server most of its writes at thousands of nodes "
+                         "(default: %(default)s)")
     up.add_argument("--no-fabricsched-scheduler", dest="fabricsched_scheduler", action="store_false",
                     help="start only the default kube-scheduler")
     up.add_argument("--webhook-url", default=admission_contract.DEFAULT_URL, metavar="URL",
@@ -55,6 +60,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     demo.register(sub)
 
 
+def _lease_seconds(text: str) -> int:
+    if not (text.isascii() and text.isdigit() and len(text) <= 6):
+        raise argparse.ArgumentTypeError(f"expected whole seconds (0 for no Leases), got {text[:40]!r}")
+    return int(text)
+
+
 def _fail(action: str, error: Exception) -> int:
     print(f"fabricsched cluster {action}: error: {error}", file=sys.stderr)
     return 1
@@ -68,7 +79,8 @@ def _up(args: argparse.Namespace) -> int:
         if args.webhook:
             admission.loopback_url(args.webhook_url)
         plane = controlplane.up(args.dir, args.nodes, extra_schedulers=extra,
-                                options=controlplane.Options(timeout=args.timeout))
+                                options=controlplane.Options(timeout=args.timeout,
+                                                             node_lease_seconds=args.node_lease_seconds))
     except (errors.ClusterError, ValueError) as e:
         return _fail("up", e)
     if args.webhook:

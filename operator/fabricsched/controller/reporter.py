@@ -88,6 +88,10 @@ class StatusReporter:
         return writes
 
     def desired(self, name: ids.TopologyName) -> dict[str, Any] | None:
+        inputs = self._gather(name)
+        return status.build(inputs) if inputs is not None else None
+
+    def _gather(self, name: ids.TopologyName) -> status.Inputs | None:
         obj = self._state.objects.get(name)
         if obj is None:
             return None
@@ -95,7 +99,7 @@ class StatusReporter:
         snap = self._state.snapshot(name) if tf is not None else None
         held = self.reserved.reserved_in(name) if self.reserved is not None and tf is not None else None
         self._metrics.reconciles.labels(name).inc()
-        return status.compute(obj, tf, snap, self._clock(), held, affected=self.gangs)
+        return status.gather(obj, tf, snap, self._clock(), held, affected=self.gangs)
 
     async def _report(self, name: ids.TopologyName) -> bool:
         obj = self._state.objects[name]
@@ -108,11 +112,14 @@ class StatusReporter:
         last = self._written.get(name)
         if last is not None and last.uid == obj.uid and last.inputs == inputs:
             return False
-        wanted = self.desired(name)
-        if wanted is None:
+        gathered = self._gather(name)
+        if gathered is None:
             return False
         stored = last.status if last is not None and last.uid == obj.uid else obj.status
-        if _same(wanted, stored):
+        # Building a 10,000-node status takes tens of milliseconds: in a worker thread, so the
+        # loop keeps answering the scheduler meanwhile (the inputs are copies or immutable).
+        wanted, same = await asyncio.to_thread(_build_and_compare, gathered, stored)
+        if same:
             self._written[name] = _Written(obj.uid, stored, inputs)
             return False
         try:
@@ -126,6 +133,11 @@ class StatusReporter:
         self._metrics.status_writes.labels(name, "written").inc()
         self._written[name] = _Written(obj.uid, wanted, inputs)
         return True
+
+
+def _build_and_compare(inputs: status.Inputs, stored: Mapping[str, Any]) -> tuple[dict[str, Any], bool]:
+    wanted = status.build(inputs)
+    return wanted, _same(wanted, stored)
 
 
 def _same(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Callable, Coroutine, Mapping, Sequence
@@ -24,6 +25,7 @@ from fabricsched.controller import (
     events,
     handlers,
     health_server,
+    informer,
     kube,
     metrics,
     reporter,
@@ -93,8 +95,13 @@ async def serve(rt: runtime.Runtime, companions: Companions,
     if companions.leading is not None:
         status_reporter.leading = rt.recorder.leading = companions.leading
     reporter.forward_health(rt.state, rt.recorder, rt.metrics, rt.clock, companions.gangs)
+    connection = informer.Connection(lambda: kube.connection_info(rt.options.kubeconfig))
+    kinds = handlers.kinds(rt)
+    gate = handlers.SyncGate(rt, [k.name for k in kinds])
+    followers = [informer.Follower(connection, k, rt.metrics, functools.partial(gate.done, k.name))
+                 for k in kinds]
     registry = kopf.OperatorRegistry()
-    handlers.register(registry, rt)
+    handlers.register(registry, rt, gate)
     settings = handlers.settings(rt)
     for part in companions.kopf_parts:
         part(registry, settings)
@@ -103,6 +110,7 @@ async def serve(rt: runtime.Runtime, companions: Companions,
         asyncio.create_task(rt.recorder.run(), name="event poster"),
         asyncio.create_task(status_reporter.run(), name="status reporter"),
         asyncio.create_task(telemetry_feed.run(rt), name="telemetry"),
+        *(asyncio.create_task(f.follow(), name=f"watch {f.kind.name}s") for f in followers),
     ]
     health_runner = await health_server.start(rt, companions.readiness)
     logger.info("health, readiness and metrics on http://%s", rt.options.health_address)
@@ -124,6 +132,7 @@ async def serve(rt: runtime.Runtime, companions: Companions,
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         await rt.recorder.drain(timeout_s=2.0)
+        await connection.close()
         await health_runner.cleanup()
         await asyncio.to_thread(rt.api.close)
         logger.info("stopped")

@@ -36,7 +36,7 @@ from typing import Any
 
 from fabricsched import ids
 from fabricsched.api import topology as api
-from fabricsched.controller import fabrics, snapshots
+from fabricsched.controller import fabrics, pod_records, snapshots
 from fabricsched.ports import changes
 from fabricsched.ports import jobs as job_types
 from fabricsched.telemetry import poller
@@ -51,13 +51,6 @@ PodKey = tuple[str, str]
 JobKey = tuple[str, str]
 """(namespace, name) of a Job."""
 
-# The conventions the extender's gang key reads (extender/gang_sources.py): a pod record without
-# the workload labels would key as its child Job, not as the JobSet's gang it was planned in.
-KEPT_LABEL_PREFIXES = (
-    "fabricsched.io/", "batch.kubernetes.io/", "jobset.sigs.k8s.io/", "training.kubeflow.org/",
-    "leaderworkerset.sigs.k8s.io/",
-)
-_KEPT_LABELS = frozenset({"job-name", "controller-uid"})
 
 
 @dataclass(frozen=True)
@@ -85,6 +78,9 @@ class ClusterState:
         self._clock = clock
         self._nodes: dict[ids.NodeName, k8s.NodeInfo] = {}
         self._pods: dict[PodKey, k8s.PodUsage] = {}
+        self._pods_by_namespace: dict[str, dict[PodKey, k8s.PodUsage]] = {}
+        """The same pods per namespace: a gang's pods share one, so finding them costs a pass
+        over that namespace, not over 50,000 pods."""
         self._jobs: dict[JobKey, job_types.JobInfo] = {}
         self._job_uids: dict[tuple[str, str], JobKey] = {}
         """(namespace, uid) -> the Job holding that UID (pods name their Job by owner UID)."""
@@ -146,6 +142,10 @@ class ClusterState:
     def pods(self) -> Mapping[PodKey, k8s.PodUsage]:
         """GPU pods only (pods requesting an extended resource)."""
         return self._pods
+
+    def pods_in(self, namespace: str) -> Mapping[PodKey, k8s.PodUsage]:
+        """The GPU pods of one namespace (those of ``pods`` whose key starts with it)."""
+        return self._pods_by_namespace.get(namespace, {})
 
     @property
     def jobs(self) -> Mapping[JobKey, job_types.JobInfo]:
@@ -259,9 +259,9 @@ class ClusterState:
         metadata = body.get("metadata") or {}
         key = (str(metadata.get("namespace") or "default"), str(metadata.get("name")))
         old = self._pods.get(key)
-        if old is None and not _requests_extended(body):
+        if old is None and not pod_records.requests_extended(body):
             return  # not a GPU pod: not ours, not stored
-        pod = _trim(k8s.PodUsage.from_manifest(body))
+        pod = pod_records.trimmed(k8s.PodUsage.from_manifest(body))
         if old == pod:
             return
         if old is not None and old.uid != pod.uid:
@@ -269,6 +269,7 @@ class ClusterState:
             self._forget_pod(key, old)
             old = None
         self._pods[key] = pod
+        self._pods_by_namespace.setdefault(key[0], {})[key] = pod
         was_active = old is not None and old.active
         if was_active != pod.active or (old is not None and old.node != pod.node):
             if old is not None and was_active:
@@ -288,6 +289,10 @@ class ClusterState:
 
     def _forget_pod(self, key: PodKey, old: k8s.PodUsage) -> None:
         del self._pods[key]
+        in_namespace = self._pods_by_namespace.get(key[0], {})
+        in_namespace.pop(key, None)
+        if not in_namespace:
+            self._pods_by_namespace.pop(key[0], None)
         if old.active:
             self._hold(old, -1)
             self.generation += 1
@@ -462,30 +467,6 @@ class ClusterState:
         now = self._clock()
         for name, tf in self._fabrics.items():
             self._emit_health(name, tf.tick(now))
-
-
-def _requests_extended(body: Mapping[str, Any]) -> bool:
-    spec = body.get("spec") or {}
-    for group in ("containers", "initContainers"):
-        for container in spec.get(group) or ():
-            resources = container.get("resources") or {}
-            for part in ("requests", "limits"):
-                if any("/" in str(k) for k in resources.get(part) or {}):
-                    return True
-    return False
-
-
-def _kept(key: str) -> bool:
-    return key in _KEPT_LABELS or key.startswith(KEPT_LABEL_PREFIXES)
-
-
-def _trim(pod: k8s.PodUsage) -> k8s.PodUsage:
-    """Drop labels and annotations outside the gang conventions: 50k pods add up."""
-    return replace(
-        pod,
-        labels={k: v for k, v in pod.labels.items() if _kept(k)},
-        annotations={k: v for k, v in pod.annotations.items() if _kept(k)},
-    )
 
 
 def _first_error(e: ValueError) -> str:

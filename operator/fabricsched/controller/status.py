@@ -10,6 +10,7 @@ differences.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from fabricsched import ids
@@ -17,8 +18,63 @@ from fabricsched.api import conditions
 from fabricsched.api import topology as api
 from fabricsched.controller import fabrics, snapshots, state, telemetry_feed
 from fabricsched.ports import views
-from fabricsched.topology import gpus, health
+from fabricsched.telemetry import poller
+from fabricsched.topology import conflicts, gpus, health, index
 from fabricsched.topology import status as core_status
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """Everything one status needs, taken on the event loop (cheap: no pass over the hosts), so
+    ``build`` can run in a worker thread while the loop answers the scheduler."""
+
+    obj: state.TopologyObject
+    built: index.BuildResult | None
+    """None: no fabric (a refused spec)."""
+    unhealthy: Mapping[health.ElementId, health.ElementHealth]
+    """A copy of the tracker's view (the live one moves on the loop)."""
+    free: Mapping[ids.NodeName, int]
+    """The snapshot's free GPUs (copy-on-write: never changes once taken)."""
+    reserved: Mapping[ids.NodeName, int]
+    contested: tuple[conflicts.ConflictInfo, ...]
+    telemetry: poller.Availability | None
+    gangs: Mapping[health.ElementId, tuple[list[str], int]] | None
+    """Per unhealthy element, the gangs it touches (None: no path index)."""
+    now: float
+
+
+def gather(obj: state.TopologyObject, tf: fabrics.TopologyFabric | None,
+           snap: snapshots.TopologySnapshot | None, now: float,
+           reserved: Mapping[ids.NodeName, int] | None = None,
+           affected: views.GangsOnPath | None = None) -> Inputs:
+    """Call on the loop thread; O(unhealthy elements + reserved nodes)."""
+    if tf is None or snap is None:
+        return Inputs(obj, None, {}, {}, {}, (), None, None, now)
+    view = dict(tf.health())
+    gangs = {e: affected.affected(obj.name, e) for e in view} if affected is not None else None
+    contested = tuple(c for c in snap.conflicts if c.kind == "multipleTopologies")
+    return Inputs(obj, tf.build(), view, snap.free_gpus, dict(reserved or {}), contested, tf.telemetry,
+                  gangs, now)
+
+
+def build(inputs: Inputs, options: core_status.StatusOptions | None = None) -> dict[str, Any]:
+    """The full status to store (camelCase wire form). Pure: safe in a worker thread."""
+    obj, now = inputs.obj, inputs.now
+    previous = _previous_conditions(obj.status)
+    if inputs.built is None:
+        return _invalid(obj, previous, now).to_wire()
+    free = gpus.free_after(inputs.free, inputs.reserved)
+    result = core_status.build_status(
+        inputs.built, inputs.unhealthy, free, now,
+        extra_conflicts=inputs.contested, generation=obj.generation, previous_conditions=previous,
+        options=options or core_status.StatusOptions(),
+    )
+    if inputs.gangs is not None and result.degraded:
+        result = result.model_copy(update={"degraded": _with_gangs(result.degraded, inputs.gangs)})
+    if inputs.telemetry is not None:
+        telemetry = telemetry_feed.condition(inputs.telemetry, previous, now, obj.generation)
+        result = result.model_copy(update={"conditions": [*result.conditions, telemetry]})
+    return result.to_wire()
 
 
 def compute(obj: state.TopologyObject, tf: fabrics.TopologyFabric | None,
@@ -26,25 +82,8 @@ def compute(obj: state.TopologyObject, tf: fabrics.TopologyFabric | None,
             reserved: Mapping[ids.NodeName, int] | None = None,
             options: core_status.StatusOptions | None = None,
             affected: views.GangsOnPath | None = None) -> dict[str, Any]:
-    """The full status to store for ``obj`` (camelCase wire form)."""
-    previous = _previous_conditions(obj.status)
-    if tf is None or snap is None:
-        return _invalid(obj, previous, now).to_wire()
-    held = reserved or {}
-    free = gpus.free_after(snap.free_gpus, held)
-    built = tf.build()
-    contested = tuple(c for c in snap.conflicts if c.kind == "multipleTopologies")
-    result = core_status.build_status(
-        built, tf.health(), free, now,
-        extra_conflicts=contested, generation=obj.generation, previous_conditions=previous,
-        options=options or core_status.StatusOptions(),
-    )
-    if affected is not None and result.degraded:
-        result = result.model_copy(update={"degraded": _with_gangs(result.degraded, obj.name, affected)})
-    if tf.telemetry is not None:
-        telemetry = telemetry_feed.condition(tf.telemetry, previous, now, obj.generation)
-        result = result.model_copy(update={"conditions": [*result.conditions, telemetry]})
-    return result.to_wire()
+    """The full status to store for ``obj`` (camelCase wire form), in one go on the caller's thread."""
+    return build(gather(obj, tf, snap, now, reserved, affected), options)
 
 
 AFFECTED_NAMES_BUDGET = 256 * 1024
@@ -52,12 +91,12 @@ AFFECTED_NAMES_BUDGET = 256 * 1024
 carry the count alone, so the object stays far below the API server's size limit."""
 
 
-def _with_gangs(rows: list[api.HealthRecord], topology: ids.TopologyName,
-                affected: views.GangsOnPath) -> list[api.HealthRecord]:
+def _with_gangs(rows: list[api.HealthRecord],
+                affected: Mapping[health.ElementId, tuple[list[str], int]]) -> list[api.HealthRecord]:
     budget = AFFECTED_NAMES_BUDGET
     out = []
     for row in rows:
-        names, count = affected.affected(topology, element_of(row))
+        names, count = affected.get(element_of(row), ([], 0))
         size = sum(len(n) + 3 for n in names)  # quotes and a comma each
         if size > budget:
             names = []

@@ -157,7 +157,9 @@ class Coordinator:
             return FilterAnswer(list(node_names))
         if entry is None or entry.phase == PlacementPhase.EXPIRED:
             refused = admission.refusal(
-                gang, pod, entry, self.state.pods.values(), self.book.entries(),
+                # Newest first: a gang asking to be planned was just created, so its pods are
+                # found among the last ones seen rather than after every older pod.
+                gang, pod, entry, list(self.state.pods_in(pod.namespace).values())[::-1], self.book.entries(),
                 self.options.max_reserved_gpus_per_namespace, self.owners.key, self._resource(topology),
             )
             if isinstance(refused, admission.Mixed):
@@ -418,7 +420,7 @@ class Coordinator:
         live = (
             [
                 p.uid
-                for p in self.state.pods.values()
+                for p in self.state.pods_in(pod.namespace).values()
                 if self.owners.key(p) == entry.key and not gangs.pod_ended(p)
             ]
             if pod.uid not in entry.pod_ranks
@@ -474,6 +476,8 @@ class Coordinator:
             key = self.owners.key(pod)
             if not self.workloads.knows(key) and self.book.get(key) is not None:
                 self.workloads.remember(key, pod)
+        # The first request after ready answers as fast as the hundredth.
+        planning.warm(self._session, self.state, self.book.entries())
         self.ready = True
 
     def _gangs_with_pods(self) -> set[ids.GangKey]:

@@ -224,3 +224,14 @@ def with_costs(
 ) -> reservations.Entry:
     """``entry`` with the domains and costs of a new plan for it."""
     return dataclasses.replace(entry, domains=dict(domains), comm_slowdown=slowdown, degraded_path=degraded)
+
+
+def warm(sess: session.Session, state: ports.StateView, entries: Sequence[reservations.Entry]) -> None:
+    """Build each fabric's snapshot, engine view and running traffic now (before ready)."""
+    for name in list(state.topologies):
+        snap = state.snapshot(name)
+        if snap is not None:
+            sess.snapshot(snap.fabric)
+            # Each restored gang's demand on the fabric: computed once here, not by the first
+            # plan after ready.
+            traffic(sess, snap.fabric, [e for e in entries if e.topology == name])

@@ -67,6 +67,16 @@ def test_deleting_a_bound_pod_frees_its_gpus(synced: Harness) -> None:
     assert ("train", "p") not in synced.state.pods
 
 
+def test_pods_are_also_kept_per_namespace(synced: Harness) -> None:
+    for name, namespace in (("a", "train"), ("b", "train"), ("c", "eval")):
+        synced.state.apply_pod(builders.make_pod(name, namespace).gpus(1).build())
+    assert sorted(synced.state.pods_in("train")) == [("train", "a"), ("train", "b")]
+    synced.state.delete_pod("train", "a")
+    synced.state.delete_pod("eval", "c")
+    assert list(synced.state.pods_in("train")) == [("train", "b")]
+    assert synced.state.pods_in("eval") == {} and synced.state.pods_in("nowhere") == {}
+
+
 def test_pods_without_gpu_requests_are_not_kept(synced: Harness) -> None:
     synced.state.apply_pod(builders.make_pod("web", "apps").on("l1-h0").build())
     assert synced.state.pods == {}

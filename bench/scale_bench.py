@@ -1,0 +1,397 @@
+"""The integrated process at scale: ``fabricsched run`` on a real control plane with kwok nodes.
+
+    python bench/scale_bench.py --nodes 1000,5000,10000 --out scale.json
+    python bench/scale_bench.py --quick            # 500 nodes, few requests (the CI smoke run)
+
+Per size, in one run:
+
+1. ``fabricsched cluster up`` with the sample fabric (8-GPU hosts, 16 per leaf, 16 leaves per
+   spine; node Leases off), the CRDs, a FabricTopology over every node, and
+   ``--pods-per-node`` 1-GPU pods bound by ``nodeName`` (kwok runs them; no scheduler involved);
+2. ``fabricsched run`` started: ready time = start to ``/readyz`` 200 (initial listings applied,
+   reservations restored, caches warm);
+3. requests in the kube-scheduler's wire format (``/filter`` then ``/prioritize`` with every
+   node's name, ``nodeCacheCapable``), each sent to ``fabricsched run`` and to a pass-through
+   server (``scale_wire.py``, its own process) in turn, for three kinds of pods, all real
+   objects behind a scheduling gate: a single pod; the first pod of a new gang (an Indexed Job
+   of ``--gang`` pods: it makes the plan); a member of a planned gang (the other ranks);
+4. reaction: a node's ``fabricsched.io/fabric-health`` label set to ``down``, then the time until
+   a decision avoids it, and until FabricTopology status lists it;
+5. a restart with the reservations of step 3 in place: ready time again, and the first request
+   after ready;
+6. at the sizes of ``--throughput-at``: GPU gangs of 4 and of 16 pods created behind a gate,
+   released, timed until all are bound, by the ``fabricsched`` scheduler (with the extender) and
+   by the default scheduler alone, on the same pods;
+7. peak RSS of ``fabricsched run`` (``VmHWM``, the larger of both runs).
+
+Prints a summary per size and writes every number to ``--out`` (JSON).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import scale_cluster as cl
+import scale_wire as wire
+from benchstats import percentile
+from fabricsched.cluster import errors, processes, rest
+
+KINDS = ("single", "planned_member", "new_gang")
+HEALTH_LABEL = "fabricsched.io/fabric-health"
+TOPOLOGY_PATH = f"/apis/fabricsched.io/v1alpha1/fabrictopologies/{cl.TOPOLOGY}"
+
+
+class Operator:
+    """``fabricsched run`` as a subprocess; ``ready_s`` is its start to ``/readyz`` 200."""
+
+    def __init__(self, kubeconfig: Path, log: Path, extender: str, health: str, profile: Path | None) -> None:
+        self.health = f"http://{health}"
+        profiling = ["-m", "cProfile", "-o", str(profile)] if profile is not None else []
+        argv = [sys.executable, *profiling, "-m", "fabricsched.cli", "run", f"--kubeconfig={kubeconfig}",
+                f"--extender-address={extender}", f"--health-address={health}"]
+        self.log = log
+        self.log_start = len(log.read_text(errors="replace").splitlines()) if log.exists() else 0
+        self.started = time.monotonic()
+        self.started_wall = time.time()
+        with log.open("ab") as out:
+            self.process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
+                                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+
+    def _ready(self) -> bool:
+        if self.process.poll() is not None:
+            raise RuntimeError(f"fabricsched run exited:\n{processes.log_tail(self.log, 30)}")
+        try:
+            with urllib.request.urlopen(f"{self.health}/readyz", timeout=2) as r:
+                return bool(r.status == 200)
+        except OSError:
+            return False
+
+    def wait_ready(self, timeout: float) -> float:
+        cl.wait_for("fabricsched run /readyz", self._ready, timeout, interval=0.05)
+        return time.monotonic() - self.started
+
+    def peak_rss_mb(self) -> float:
+        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+        return 0.0
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(5)
+
+
+def startup_parts(operator: Operator) -> dict[str, float]:
+    """Seconds from the process start to its first log line (interpreter and imports), to the
+    initial listings applied, and to the reservations restored, from this run's log lines."""
+    marks = {"first_log": "", "listings": "initial listings applied", "restored": "gang reservations"}
+    found: dict[str, float] = {}
+    for line in operator.log.read_text(errors="replace").splitlines()[operator.log_start:]:
+        try:
+            stamp = time.mktime(time.strptime(line[:19], "%Y-%m-%d %H:%M:%S")) + int(line[20:23]) / 1000
+        except ValueError:
+            continue
+        for key, text in marks.items():
+            if key not in found and text in line:
+                found[key] = round(stamp - operator.started_wall, 2)
+    return found
+
+
+def summary(seconds: Sequence[float]) -> dict[str, float]:
+    ms = [s * 1000 for s in seconds]
+    if not ms:
+        return {"n": 0}
+    return {"n": len(ms), "p50": percentile(ms, 50), "p95": percentile(ms, 95), "p99": percentile(ms, 99),
+            "max": max(ms), "first": ms[0]}
+
+
+class Size:
+    """One cluster size, start to end (``run``)."""
+
+    def __init__(self, nodes: int, args: argparse.Namespace, root: Path) -> None:
+        self.n = nodes
+        self.args = args
+        self.root = root / f"n{nodes}"
+        self.ports = processes.free_ports(3)
+        self.extender = f"127.0.0.1:{self.ports[0]}"
+        self.result: dict[str, Any] = {"nodes": nodes}
+        self.names = [m["metadata"]["name"] for m in cl.node_manifests(nodes)]
+
+    def run(self) -> dict[str, Any]:
+        t0 = time.monotonic()
+        kubeconfig = cl.cluster_up(self.root, self.n, f"http://{self.extender}", self.args.timeout)
+        passthrough = subprocess.Popen([sys.executable, str(Path(__file__).with_name("scale_wire.py")),
+                                        "--passthrough", f"127.0.0.1:{self.ports[2]}"])
+        operator: Operator | None = None
+        try:
+            self.api = rest.Client.from_kubeconfig(kubeconfig, timeout=180)
+            cl.install(self.api, kubeconfig, self.args.timeout)
+            started = time.monotonic()
+            self.result["fill_pods"] = cl.fill(self.api, self.names, self.args.pods_per_node)
+            self.result["setup_s"] = round(time.monotonic() - t0, 1)
+            print(f"    cluster with {self.n} nodes and {self.result['fill_pods']} pods in "
+                  f"{self.result['setup_s']:.0f} s (pods {time.monotonic() - started:.0f} s)", flush=True)
+            operator = self.start_operator(kubeconfig, "ready_s")
+            cl.wait_for("FabricTopology status counting every node", self.fabric_counted, self.args.timeout)
+            self.us = wire.Caller(self.extender)
+            self.them = wire.Caller(f"127.0.0.1:{self.ports[2]}")
+            self.phase("latency", self.latency)
+            self.phase("reaction", self.reaction)
+            rss = operator.peak_rss_mb()
+            operator.stop()
+            operator = self.start_operator(kubeconfig, "restart_ready_s")
+            self.us.close()
+            self.us = wire.Caller(self.extender)  # the old connection went with the old process
+            self.phase("after_restart", self.first_after_ready)
+            if self.n in self.args.throughput_at:
+                self.phase("throughput", self.throughput)
+            self.result["peak_rss_mb"] = round(max(rss, operator.peak_rss_mb()), 1)
+            return self.result
+        finally:
+            if operator is not None:
+                operator.stop()
+            passthrough.terminate()
+            passthrough.wait(10)
+            cl.cluster_down(self.root)
+
+    def phase(self, name: str, run: Callable[[], None]) -> None:
+        """One phase; a failure is recorded (``errors``) and the next phases still run."""
+        try:
+            run()
+        except (OSError, RuntimeError, TimeoutError, KeyError, ValueError) as e:
+            print(f"    {name} failed: {type(e).__name__}: {e}", flush=True)
+            self.result.setdefault("errors", {})[name] = f"{type(e).__name__}: {str(e)[:500]}"
+
+    def start_operator(self, kubeconfig: Path, key: str) -> Operator:
+        profile = self.args.profile_operator
+        stats = profile.with_suffix(f".{self.n}.{key}") if profile else None
+        operator = Operator(kubeconfig, self.root / "fabricsched-run.log", self.extender,
+                            f"127.0.0.1:{self.ports[1]}", stats)
+        self.operator = operator
+        self.result[key] = round(operator.wait_ready(self.args.timeout), 2)
+        self.result[f"{key}_parts"] = parts = startup_parts(operator)
+        print(f"    {key}: {self.result[key]:.2f} s ({parts})", flush=True)
+        return operator
+
+    def fabric_counted(self) -> bool:
+        status, body = self.api.request("GET", TOPOLOGY_PATH)
+        return status == 200 and (body.get("status") or {}).get("nodes") == self.n
+
+    # --- filter + prioritize --------------------------------------------------------------
+
+    def latency(self) -> None:
+        args = self.args
+        cl.namespace(self.api, "lat", args.timeout)
+        cl.namespace(self.api, "probe", args.timeout)  # where the synthetic probe pods' plans go
+        cl.create_jobs(self.api, "lat", "g", args.requests, args.gang, args.gang_gpus, "fabricsched")
+        cl.create_pods(self.api, "lat", "s", args.requests, 1, "fabricsched")
+        wanted = args.requests * (args.gang + 1)
+        found = cl.wait_for(f"{wanted} gated pods", lambda: (
+            p if len(p := cl.pods(self.api, "lat")) >= wanted else None), args.timeout, interval=1.0)
+        # The operator must hold every pod of a gang before it plans it (admission).
+        everything = wanted + self.result["fill_pods"]
+        cl.wait_for("the pods in fabricsched's state", lambda: self.pods_seen() >= everything,
+                    args.timeout, interval=0.5)
+        singles = sorted((p for p in found if p["metadata"]["name"].startswith("s-")), key=_name)
+        gangs: dict[str, list[dict[str, Any]]] = {}
+        for p in found:
+            if not p["metadata"]["name"].startswith("s-"):
+                gangs.setdefault(p["metadata"]["labels"]["job-name"], []).append(p)
+        times: dict[str, dict[str, list[float]]] = {"fabricsched": {k: [] for k in KINDS},
+                                                    "passthrough": {k: [] for k in KINDS}}
+        problems: dict[str, int] = {k: 0 for k in KINDS}
+        members = 0
+        for i, (_, gang) in enumerate(sorted(gangs.items())):
+            gang.sort(key=_rank)
+            calls = [("single", singles[i]), ("new_gang", gang[0])]
+            if members < args.requests:
+                calls += [("planned_member", p) for p in gang[1:]]
+                members += len(gang) - 1
+            for kind, pod in calls:
+                ours = self.us.call(pod, self.names)
+                theirs = self.them.call(pod, self.names)
+                times["fabricsched"][kind].append(ours.seconds)
+                times["passthrough"][kind].append(theirs.seconds)
+                if ours.error or len(ours.passed) != 1:
+                    problems[kind] += 1
+        self.result["latency_ms"] = {who: {k: summary(v) for k, v in per_kind.items()}
+                                     for who, per_kind in times.items()}
+        self.result["answers_without_one_node"] = problems
+
+    def pods_seen(self) -> int:
+        with urllib.request.urlopen(f"{self.operator.health}/metrics", timeout=5) as r:
+            for line in r.read().decode().splitlines():
+                if line.startswith('fabricsched_state_objects{kind="pods"}'):
+                    return int(float(line.rsplit(" ", 1)[1]))
+        return 0
+
+    def first_after_ready(self) -> None:
+        """The first calls after a restart (caches must be warm), then 20 more for comparison."""
+        probe = [self.single(f"warm-{i}") for i in range(21)]
+        seconds = [self.us.call(p, self.names).seconds for p in probe]
+        self.result["after_restart_ms"] = {"first": round(seconds[0] * 1000, 2),
+                                           "next_20_p50": round(percentile(seconds[1:], 50) * 1000, 2)}
+
+    def single(self, name: str) -> dict[str, Any]:
+        return {"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": name, "namespace": "probe", "uid": f"uid-{name}-{time.time_ns()}"},
+                "spec": cl.pod_spec("fabricsched", 1, gated=False), "status": {"phase": "Pending"}}
+
+    # --- reaction -------------------------------------------------------------------------
+
+    def reaction(self) -> None:
+        victim = self.names[len(self.names) // 2]
+        path = f"/api/v1/nodes/{victim}"
+        started = time.monotonic()
+        self.api.call("PATCH", path, {"metadata": {"labels": {HEALTH_LABEL: "down"}}}, rest.MERGE_PATCH)
+        i = 0
+
+        def avoided() -> bool:
+            nonlocal i
+            i += 1
+            return victim not in self.us.call(self.single(f"react-{i}"), [victim]).passed
+        cl.wait_for("a decision avoiding the down node", avoided, 60, interval=0.01)
+        decision = time.monotonic() - started
+        cl.wait_for("FabricTopology status listing the down node", lambda: self.listed(victim), 60,
+                    interval=0.05)
+        shown = time.monotonic() - started
+        self.api.call("PATCH", path, {"metadata": {"labels": {HEALTH_LABEL: None}}}, rest.MERGE_PATCH)
+        self.result["reaction_s"] = {"decision": round(decision, 3), "status": round(shown, 3)}
+
+    def listed(self, node: str) -> bool:
+        body = self.api.call("GET", TOPOLOGY_PATH)
+        return any(r.get("node") == node for r in (body.get("status") or {}).get("degraded") or ())
+
+    # --- throughput -----------------------------------------------------------------------
+
+    def throughput(self) -> None:
+        cl.clean(self.api, "lat")  # the latency phase's plans would hold GPUs otherwise
+        out: dict[str, Any] = {s: self.bind_round(s) for s in ("default-scheduler", "fabricsched")}
+        rates = [out[s].get("pods_per_s") for s in ("fabricsched", "default-scheduler")]
+        if all(rates):
+            out["ratio"] = round(rates[0] / rates[1], 2)
+        self.result["throughput"] = out
+
+    def bind_round(self, scheduler: str) -> dict[str, Any]:
+        """Gated gangs of 4 and 16 pods, released at once; the time until every pod is bound."""
+        args = self.args
+        ns = cl.namespace(self.api, f"tp-{scheduler.split('-')[0]}", args.timeout)
+        cl.create_jobs(self.api, ns, "a", args.gangs_of_4, 4, args.throughput_gpus, scheduler)
+        cl.create_jobs(self.api, ns, "b", args.gangs_of_16, 16, args.throughput_gpus, scheduler)
+        wanted = args.gangs_of_4 * 4 + args.gangs_of_16 * 16
+
+        def gated() -> list[dict[str, Any]] | None:
+            found = cl.pods(self.api, ns)
+            return found if len(found) >= wanted else None
+
+        def bound() -> bool:
+            return sum(1 for p in cl.pods(self.api, ns) if p["spec"].get("nodeName")) >= wanted
+
+        names = [_name(p) for p in cl.wait_for(f"{wanted} gated pods", gated, args.timeout, interval=1.0)]
+        started = time.monotonic()
+        cl.ungate(self.api, ns, names)
+        try:
+            cl.wait_for(f"{wanted} pods bound by {scheduler}", bound, args.timeout, interval=0.2)
+            span = time.monotonic() - started
+            result = {"pods": wanted, "seconds": round(span, 2), "pods_per_s": round(wanted / span, 1)}
+        except TimeoutError as e:
+            result = {"pods": wanted, "error": str(e)}
+        cl.clean(self.api, ns)
+        time.sleep(3)  # the deletions reach both schedulers before the next round
+        return result
+
+
+def _name(pod: dict[str, Any]) -> str:
+    return str(pod["metadata"]["name"])
+
+
+def _rank(pod: dict[str, Any]) -> int:
+    return int(pod["metadata"]["labels"]["batch.kubernetes.io/job-completion-index"])
+
+
+def _sizes(text: str) -> list[int]:
+    try:
+        return [int(p) for p in text.split(",") if p]
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"expected sizes like 1000,5000: {e}") from e
+
+
+def show(r: dict[str, Any]) -> None:
+    print(f"  {r['nodes']} nodes, {r.get('fill_pods')} running GPU pods: ready {r.get('ready_s')} s, "
+          f"after a restart {r.get('restart_ready_s')} s; peak RSS {r.get('peak_rss_mb')} MB; "
+          f"reaction {r.get('reaction_s')}")
+    latency = r.get("latency_ms") or {}
+    for kind in KINDS if latency else ():
+        ours, theirs = latency["fabricsched"][kind], latency["passthrough"][kind]
+        if ours["n"] and theirs["n"]:
+            print(f"    {kind:<15} n={ours['n']:<4} p50 {ours['p50']:6.1f}  p95 {ours['p95']:6.1f}  "
+                  f"p99 {ours['p99']:6.1f}  max {ours['max']:7.1f} ms   "
+                  f"pass-through p99 {theirs['p99']:6.1f} ms")
+    for key in ("after_restart_ms", "throughput", "errors"):
+        if key in r:
+            print(f"    {key}: {r[key]}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--nodes", type=_sizes, default=[1000, 5000, 10000])
+    parser.add_argument("--quick", action="store_true",
+                        help="500 nodes, 40 requests per kind, a small throughput round")
+    parser.add_argument("--pods-per-node", type=int, default=5,
+                        help="running 1-GPU pods per node (default 5)")
+    parser.add_argument("--requests", type=int, default=300, help="requests per kind (default 300)")
+    parser.add_argument("--gang", type=int, default=4, help="pods per gang of the latency phase")
+    parser.add_argument("--gang-gpus", type=int, default=1, help="GPUs per pod of those gangs")
+    parser.add_argument("--throughput-at", type=_sizes, default=[1000])
+    parser.add_argument("--gangs-of-4", type=int, default=20)
+    parser.add_argument("--gangs-of-16", type=int, default=5)
+    parser.add_argument("--throughput-gpus", type=int, default=2,
+                        help="GPUs per pod of the throughput gangs")
+    parser.add_argument("--timeout", type=float, default=900.0, help="seconds for each wait")
+    parser.add_argument("--dir", type=Path, help="work folder (default: a temporary one, removed)")
+    parser.add_argument("--out", type=Path, help="write the results as JSON")
+    parser.add_argument("--profile-operator", type=Path, metavar="FILE",
+                        help="run fabricsched run under cProfile, stats to FILE.<nodes>.<phase>")
+    args = parser.parse_args()
+    if args.quick:
+        args.nodes, args.requests, args.throughput_at = [500], 40, [500]
+        args.gangs_of_4, args.gangs_of_16 = 4, 1
+    try:
+        cl.binaries.find()
+    except errors.MissingBinaries as e:
+        print(f"needs the control plane binaries (make tools): {e}", file=sys.stderr)
+        return 2
+    results = []
+    with tempfile.TemporaryDirectory(prefix="fabricsched-scale-") as tmp:
+        root = args.dir or Path(tmp)
+        for n in args.nodes:
+            print(f"{n} nodes:", flush=True)
+            results.append(Size(n, args, root).run())
+            show(results[-1])
+            if args.out:  # after every size: a later size that fails keeps the earlier ones
+                args.out.write_text(json.dumps({"args": _args(args), "results": results}, indent=2))
+    return 0
+
+
+def _args(args: argparse.Namespace) -> dict[str, Any]:
+    return {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,42 @@
+"""What the state keeps of a pod: only GPU pods, and only the labels and annotations the gang
+conventions read (50,000 pods add up)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from fabricsched.topology import nodes as k8s
+
+# The conventions the extender's gang key reads (extender/gang_sources.py): a pod record without
+# the workload labels would key as its child Job, not as the JobSet's gang it was planned in.
+KEPT_LABEL_PREFIXES = (
+    "fabricsched.io/", "batch.kubernetes.io/", "jobset.sigs.k8s.io/", "training.kubeflow.org/",
+    "leaderworkerset.sigs.k8s.io/",
+)
+_KEPT_LABELS = frozenset({"job-name", "controller-uid"})
+
+
+def requests_extended(body: Mapping[str, Any]) -> bool:
+    spec = body.get("spec") or {}
+    for group in ("containers", "initContainers"):
+        for container in spec.get(group) or ():
+            resources = container.get("resources") or {}
+            for part in ("requests", "limits"):
+                if any("/" in str(k) for k in resources.get(part) or {}):
+                    return True
+    return False
+
+
+def _kept(key: str) -> bool:
+    return key in _KEPT_LABELS or key.startswith(KEPT_LABEL_PREFIXES)
+
+
+def trimmed(pod: k8s.PodUsage) -> k8s.PodUsage:
+    """Drop labels and annotations outside the gang conventions: 50k pods add up."""
+    return replace(
+        pod,
+        labels={k: v for k, v in pod.labels.items() if _kept(k)},
+        annotations={k: v for k, v in pod.annotations.items() if _kept(k)},
+    )

@@ -1,0 +1,140 @@
+"""The informer against a small API server over real HTTP: paged listing, watch events, expiry."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import kopf
+from aiohttp import web
+
+from fabricsched.controller import informer, metrics
+
+
+def _node(name: str, version: int, label: str = "a") -> dict[str, Any]:
+    return {"metadata": {"name": name, "resourceVersion": str(version), "labels": {"x": label}}}
+
+
+class FakeApi:
+    """Serves ``/api/v1/nodes``: lists in pages, then scripted watches (one per request)."""
+
+    def __init__(self, listings: list[list[dict[str, Any]]], watches: list[list[dict[str, Any]]]) -> None:
+        self.listings = listings
+        self.watches = watches
+        self.requests: list[Mapping[str, str]] = []
+
+    async def nodes(self, request: web.Request) -> web.StreamResponse:
+        query = dict(request.query)
+        self.requests.append(query)
+        if query.get("watch"):
+            if not self.watches:
+                await asyncio.sleep(0.2)  # a quiet watch the server ends (as on its timeout)
+                return web.StreamResponse()
+            response = web.StreamResponse()
+            await response.prepare(request)
+            for event in self.watches.pop(0):
+                await response.write(json.dumps(event).encode() + b"\n")
+            return response
+        items = self.listings[0]
+        start = int(query.get("continue") or 0)
+        limit = int(query["limit"])
+        page = items[start:start + limit]
+        more = start + limit < len(items)
+        if not more:
+            self.listings.pop(0)
+        return web.json_response({"items": page, "metadata": {
+            "resourceVersion": "100", **({"continue": str(start + limit)} if more else {})}})
+
+
+async def _serve(api: FakeApi) -> tuple[web.AppRunner, int]:
+    app = web.Application()
+    app.router.add_get("/api/v1/nodes", api.nodes)
+    runner = web.AppRunner(app, shutdown_timeout=0.5)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    return runner, site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+
+
+async def _follow(api: FakeApi, until: Any) -> tuple[dict[tuple[str, str], Mapping[str, Any]], int]:
+    runner, port = await _serve(api)
+    held: dict[tuple[str, str], Mapping[str, Any]] = {}
+    listed = []
+    kind = informer.Kind("node", "/api/v1/nodes", lambda b: held.__setitem__(informer.key_of(b), b),
+                         lambda k: held.pop(k, None), lambda: list(held))
+    connection = informer.Connection(lambda: kopf.ConnectionInfo(server=f"http://127.0.0.1:{port}"))
+    follower = informer.Follower(connection, kind, metrics.Metrics(), lambda: listed.append(1), page_size=2)
+    task = asyncio.create_task(follower.follow())
+    try:
+        for _ in range(200):
+            await asyncio.sleep(0.01)
+            if until(held, api):
+                break
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await connection.close()
+        await runner.cleanup()
+    return held, len(listed)
+
+
+def test_a_listing_in_pages_is_applied_in_full_then_watch_events_follow_from_its_version() -> None:
+    api = FakeApi(
+        [[_node(f"n{i}", i) for i in range(5)]],
+        [[{"type": "MODIFIED", "object": _node("n1", 101, "b")},
+          {"type": "DELETED", "object": _node("n2", 102)},
+          {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "150"}}},
+          {"type": "ADDED", "object": _node("n9", 103)}]],
+    )
+    held, listed = asyncio.run(_follow(api, lambda held, api: not api.watches and ("", "n9") in held))
+    assert sorted(k[1] for k in held) == ["n0", "n1", "n3", "n4", "n9"]
+    assert held[("", "n1")]["metadata"]["labels"] == {"x": "b"}
+    assert listed == 1
+    pages = [r for r in api.requests if not r.get("watch")]
+    assert len(pages) == 3  # 5 objects, 2 per page
+    watches = [r for r in api.requests if r.get("watch")]
+    assert watches[0]["resourceVersion"] == "100"
+    assert watches[0]["allowWatchBookmarks"] == "true"
+
+
+def test_an_expired_watch_lists_again_and_drops_what_the_new_listing_no_longer_holds() -> None:
+    api = FakeApi(
+        [[_node("n0", 1), _node("n1", 2), _node("n2", 3)], [_node("n0", 1), _node("n3", 5)]],
+        [[{"type": "ERROR", "object": {"kind": "Status", "code": 410, "message": "too old"}}]],
+    )
+    held, listed = asyncio.run(_follow(api, lambda held, api: ("", "n3") in held))
+    assert sorted(k[1] for k in held) == ["n0", "n3"]
+    assert listed == 1  # readiness is signalled by the first listing only
+
+
+def test_an_object_the_state_refuses_does_not_stop_the_others() -> None:
+    api = FakeApi([[_node("n0", 1), {"metadata": {"name": "bad"}}, _node("n1", 2)]], [])
+
+    async def run() -> dict[tuple[str, str], Mapping[str, Any]]:
+        runner, port = await _serve(api)
+        held: dict[tuple[str, str], Mapping[str, Any]] = {}
+
+        def apply(body: Mapping[str, Any]) -> None:
+            if "labels" not in body["metadata"]:
+                raise ValueError("unparseable")
+            held[informer.key_of(body)] = body
+
+        kind = informer.Kind("node", "/api/v1/nodes", apply, lambda k: held.pop(k, None), lambda: list(held))
+        connection = informer.Connection(lambda: kopf.ConnectionInfo(server=f"http://127.0.0.1:{port}"))
+        registry = metrics.Metrics()
+        follower = informer.Follower(connection, kind, registry, lambda: None)
+        task = asyncio.create_task(follower.follow())
+        for _ in range(200):
+            await asyncio.sleep(0.01)
+            if len(held) == 2:
+                break
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await connection.close()
+        await runner.cleanup()
+        assert registry.handler_errors.labels("node")._value.get() == 1
+        return held
+
+    assert sorted(k[1] for k in asyncio.run(run())) == ["n0", "n1"]
