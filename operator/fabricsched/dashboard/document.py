@@ -13,11 +13,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fabricsched import ids
 from fabricsched.dashboard import fragments, view
-from fabricsched.dashboard.fragments import Rows
 from fabricsched.placement import path
 from fabricsched.topology import fabric, health, index
+
+Rows = fragments.Rows
+"""The rows kept between builds (``build``, ``dumps``)."""
 
 MAX_TEXT = 256
 """Longest reason or message copied into the document."""
@@ -68,12 +69,13 @@ def build(snap: view.Snapshot, selection: Selection = EVERYTHING, rows: Rows | N
         if not gangs and not pending:
             messages.append(f"no gang named {_short(selection.gang)!r}")
     kept = (rows or Rows()).of(chosen.name if chosen is not None else "")
+    fab = chosen.fabric if chosen is not None else None
     doc: dict[str, Any] = {
         "topologies": names,
         "topology": str(chosen.name) if chosen is not None else None,
         "messages": messages,
         "fabric": _fabric(chosen, kept) if chosen is not None else None,
-        "gangs": [kept.gang(g, lambda g: _gang(g, chosen.fabric)) for g in gangs] if chosen is not None else [],
+        "gangs": [kept.gang(g, lambda g: _gang(g, fab)) for g in gangs] if fab is not None else [],
         "pending": [_pending(p) for p in pending],
     }
     if snap.report:

@@ -90,11 +90,13 @@ class Leaf:
     """Hosts, GPUs, used, reserved, free."""
 
 
-def make_leaf(facts: view.FabricFacts, names: tuple[ids.NodeName, ...], by_node: Mapping[str, list[Row]]) -> Leaf:
+def make_leaf(
+    facts: view.FabricFacts, names: tuple[ids.NodeName, ...], by_node: Mapping[str, list[Row]]
+) -> Leaf:
     hosts = facts.fabric.hosts
     rows = [host_row(facts, hosts[n], by_node.get(n)) for n in names]
-    totals = (len(rows), *(sum(r[k] for r in rows) for k in ("gpus", "used", "reserved", "free")))
-    return Leaf(names, rows, ",".join(compact(r) for r in rows), totals)  # type: ignore[arg-type]
+    gpus, used, reserved, free = (sum(r[k] for r in rows) for k in ("gpus", "used", "reserved", "free"))
+    return Leaf(names, rows, ",".join(compact(r) for r in rows), (len(rows), gpus, used, reserved, free))
 
 
 def _moved(kept: Mapping[Any, Any], now: Mapping[Any, Any], into: set[Any]) -> dict[Any, Any]:

@@ -45,7 +45,8 @@ def test_only_the_leaf_of_a_host_that_moved_is_made_again() -> None:
     leaf = str(facts.fabric.hosts[ids.NodeName("gpu-001")].path[0])
     assert remade == {str(n) for n in facts.fabric.domains[(0, leaf)].hosts}
     assert kept(view.Snapshot([moved]), rows) == fresh(view.Snapshot([moved]))
-    assert b'"name":"gpu-001","leaf":"' + leaf.encode() + b'","gpus":8,"used":8' in kept(view.Snapshot([moved]), rows)
+    row = b'"name":"gpu-001","leaf":"' + leaf.encode() + b'","gpus":8,"used":8'
+    assert row in kept(view.Snapshot([moved]), rows)
 
 
 def test_a_free_map_changed_in_place_still_shows() -> None:
@@ -56,7 +57,8 @@ def test_a_free_map_changed_in_place_still_shows() -> None:
     kept(view.Snapshot([facts]), rows)
     free["gpu-003"] = 2  # the same map object, one value changed
     assert kept(view.Snapshot([facts]), rows) == fresh(view.Snapshot([facts]))
-    host = {h["name"]: h for h in json.loads(kept(view.Snapshot([facts]), rows))["fabric"]["hosts"]}["gpu-003"]
+    hosts = json.loads(kept(view.Snapshot([facts]), rows))["fabric"]["hosts"]
+    host = {h["name"]: h for h in hosts}["gpu-003"]
     assert (host["used"], host["free"]) == (6, 2)
 
 
@@ -66,7 +68,8 @@ def test_health_of_a_host_shows_whether_the_fabric_object_is_new_or_the_same() -
     kept(view.Snapshot([facts]), rows)
     element = health.ElementId.node("gpu-010")
     # A record alone (same fabric object): the host row must carry it.
-    with_record = dataclasses.replace(facts, health={**facts.health, element: record(element, 0.5, "flap-010")})
+    flapping = record(element, 0.5, "flap-010")
+    with_record = dataclasses.replace(facts, health={**facts.health, element: flapping})
     assert kept(view.Snapshot([with_record]), rows) == fresh(view.Snapshot([with_record]))
     assert b"flap-010" in kept(view.Snapshot([with_record]), rows)
     # A new fabric where the host is down, then healthy again.
@@ -111,7 +114,8 @@ def test_random_changes_never_leave_a_stale_fragment() -> None:
     for step in range(200):
         kind = rng.randrange(5)
         if kind == 0:
-            facts = dataclasses.replace(facts, free_gpus={**facts.free_gpus, rng.choice(names): rng.randrange(9)})
+            free = {**facts.free_gpus, rng.choice(names): rng.randrange(9)}
+            facts = dataclasses.replace(facts, free_gpus=free)
         elif kind == 1:
             facts = dataclasses.replace(facts, reserved_gpus={rng.choice(names): rng.randrange(9)})
         elif kind == 2:
@@ -124,7 +128,7 @@ def test_random_changes_never_leave_a_stale_fragment() -> None:
             facts = dataclasses.replace(facts, health=effective) if rng.random() < 0.5 \
                 else rebuilt(facts, effective)
         elif kind == 3:
-            gangs = [gang_on(facts, rng.sample(names, 2), name=f"g{step}")] + gangs[:3]
+            gangs = [gang_on(facts, rng.sample(names, 2), name=f"g{step}"), *gangs[:3]]
         else:
             facts = rebuilt(facts, dict(facts.health), drop=rng.choice(["", rng.choice(names)]))
         snap = view.Snapshot([facts], [g for g in gangs if set(g.hosts) <= set(facts.fabric.hosts)])
