@@ -223,10 +223,16 @@ def _domains(kept: fragments.FabricRows, fab: fabric.Fabric, records: _Records) 
             for i in range(5):
                 above[i] += mine[i]
     rows: list[dict[str, Any]] = []
+    made = kept.domain_rows
     for place in places:
-        counts = totals.get((place.level, place.name), [0, 0, 0, 0, 0])
+        counts = tuple(totals.get((place.level, place.name), (0, 0, 0, 0, 0)))
+        found = records.get(place.key)
+        old = made.get(place.key)
+        if old is not None and old[0] == counts and old[1] == found:
+            rows.append(old[2])  # same fabric, totals and records: the row as it was
+            continue
         domain = place.domain
-        rows.append({
+        row = {
             "id": place.key,
             "tier": place.tier,
             "level": place.level,
@@ -237,8 +243,10 @@ def _domains(kept: fragments.FabricRows, fab: fabric.Fabric, records: _Records) 
             "used": counts[2],
             "reserved": counts[3],
             "free": counts[4],
-            "health": fragments.health_of(domain.state, domain.uplink_health, records.get(place.key, ())),
-        })
+            "health": fragments.health_of(domain.state, domain.uplink_health, found or ()),
+        }
+        made[place.key] = (counts, found, row)
+        rows.append(row)
     return rows
 
 

@@ -128,6 +128,8 @@ class FabricRows:
         self._gang_text: dict[int, str] = {}
         self.places: list[Any] | None = None
         """The document's reading of the fabric's domains (``document``): kept while the fabric is."""
+        self.domain_rows: dict[str, tuple[tuple[int, ...], object, Row]] = {}
+        """Domain id -> (its GPU totals, its health records, its row), kept while the fabric is."""
 
     def update(self, facts: view.FabricFacts, by_node: Mapping[str, list[Row]]) -> list[Row]:
         """The host rows for ``facts``: the leaves of hosts that moved are made again."""
@@ -141,6 +143,7 @@ class FabricRows:
             self._order = leaf_order(fab)
             self._fabric = fab
             self.places = None
+            self.domain_rows.clear()
             self._gangs.clear()  # a gang's path is read from the fabric's structure
             self._gang_text.clear()
         self._free = _moved(self._free, facts.free_gpus, moved)

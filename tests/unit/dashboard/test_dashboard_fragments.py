@@ -119,7 +119,9 @@ def test_random_changes_never_leave_a_stale_fragment() -> None:
         elif kind == 1:
             facts = dataclasses.replace(facts, reserved_gpus={rng.choice(names): rng.randrange(9)})
         elif kind == 2:
-            element = health.ElementId.node(rng.choice(names))
+            leaf = rng.choice([str(n) for t, n in facts.fabric.domains if t == 0])
+            element = rng.choice([health.ElementId.node(rng.choice(names)),
+                                  health.ElementId.domain("leaf", leaf)])
             effective = dict(facts.health)
             if element in effective:
                 del effective[element]
