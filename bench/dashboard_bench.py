@@ -11,7 +11,8 @@ state) on loopback and times GET /api/state with aiohttp's client, three ways:
 - revalidate: nothing moved, the page's own request (``If-None-Match``) -> 304;
 - cached: nothing moved, no ETag -> the serialised body of this version (200);
 - after a change: one pod of a new gang bound before each request, so every request finds a
-  new version and rebuilds the document (the cost the page pays while the cluster moves).
+  new version and rebuilds the document (the cost the page pays while the cluster moves; the
+  rebuild is incremental, ``dashboard.fragments``: the bound pod's leaf and what sums it).
 
 Prints p50/p99 in ms and the body size.
 """

@@ -9,15 +9,16 @@ the DOM as text only.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fabricsched import ids
-from fabricsched.dashboard import view
+from fabricsched.dashboard import fragments, view
 from fabricsched.placement import path
 from fabricsched.topology import fabric, health, index
+
+Rows = fragments.Rows
+"""The rows kept between builds (``build``, ``dumps``)."""
 
 MAX_TEXT = 256
 """Longest reason or message copied into the document."""
@@ -51,7 +52,7 @@ EVERYTHING = Selection()
 
 def build(snap: view.Snapshot, selection: Selection = EVERYTHING, rows: Rows | None = None) -> dict[str, Any]:
     """The document for ``selection``; a selection naming nothing gives an empty view and a
-    message. ``rows`` keeps host rows between builds of the same fabric (``dumps``)."""
+    message. ``rows`` keeps host and gang rows between builds (``fragments``, ``dumps``)."""
     names = sorted((str(f.name) for f in snap.fabrics), key=index.natural_key)
     messages: list[str] = []
     chosen = _choose(snap.fabrics, selection.topology, messages)
@@ -67,12 +68,14 @@ def build(snap: view.Snapshot, selection: Selection = EVERYTHING, rows: Rows | N
         pending = [p for p in pending if selection.gang in (p.key, f"{p.namespace}/{p.name}")]
         if not gangs and not pending:
             messages.append(f"no gang named {_short(selection.gang)!r}")
+    kept = (rows or Rows()).of(chosen.name if chosen is not None else "")
+    fab = chosen.fabric if chosen is not None else None
     doc: dict[str, Any] = {
         "topologies": names,
         "topology": str(chosen.name) if chosen is not None else None,
         "messages": messages,
-        "fabric": _fabric(chosen, rows.of(chosen.name) if rows else None) if chosen is not None else None,
-        "gangs": [_gang(g, chosen.fabric) for g in gangs] if chosen is not None else [],
+        "fabric": _fabric(chosen, kept) if chosen is not None else None,
+        "gangs": [kept.gang(g, lambda g: _gang(g, fab)) for g in gangs] if fab is not None else [],
         "pending": [_pending(p) for p in pending],
     }
     if snap.report:
@@ -99,11 +102,11 @@ def _short(text: str, limit: int = MAX_TEXT) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _fabric(facts: view.FabricFacts, cache: HostRows | None) -> dict[str, Any]:
+def _fabric(facts: view.FabricFacts, kept: fragments.FabricRows) -> dict[str, Any]:
     fab = facts.fabric
     records = _records(facts.health)
-    hosts = _hosts(facts, records, cache)
-    domains = _domains(fab, hosts, records)
+    hosts = kept.update(facts, {k[5:]: v for k, v in records.items() if k.startswith("node:")})
+    domains = _domains(kept, fab, records)
     return {
         "name": str(facts.name),
         "tiers": [{"name": str(t.name), "oversubscription": t.oversubscription} for t in fab.tiers],
@@ -150,172 +153,100 @@ def _records(effective: Mapping[health.ElementId, health.ElementHealth]) -> _Rec
     return found
 
 
-def _health(
-    state: fabric.HealthState, capacity: float, rows: Iterable[dict[str, Any]]
-) -> dict[str, Any] | None:
-    """The element's health; None when healthy (most of a large fabric: the page reads None so)."""
-    listed = list(rows)
-    if state is fabric.HealthState.HEALTHY and capacity >= 1 and not listed:
-        return None
-    worst = state
-    for row in listed:
-        if fabric.severity(fabric.HealthState(row["state"])) > fabric.severity(worst):
-            worst = fabric.HealthState(row["state"])
-    if capacity <= 0:
-        worst = fabric.HealthState.DOWN
-    return {"state": worst.value, "capacity": round(capacity, 3), "records": listed}
-
-
-class Rows:
-    """Host rows of every topology kept between builds (``HostRows`` per topology)."""
-
-    def __init__(self) -> None:
-        self._topologies: dict[str, HostRows] = {}
-
-    def of(self, topology: str) -> HostRows:
-        found = self._topologies.get(topology)
-        if found is None:
-            found = self._topologies[topology] = HostRows()
-        return found
-
-    def text(self, topology: str, row: dict[str, Any]) -> str:
-        return self.of(topology).text(row)
-
-    def forget_other(self, topologies: Collection[str]) -> None:
-        for gone in [t for t in self._topologies if t not in topologies]:
-            del self._topologies[gone]
-
-
-class HostRows:
-    """Host rows and their JSON kept between builds: a row is made and serialised again only
-    when its host object (a new one after a health or structure change), free or reserved
-    GPUs, or health records moved. At 10,000 hosts a state change rebuilds a handful."""
-
-    def __init__(self) -> None:
-        self.rows: dict[str, tuple[fabric.Host, int, int, object, dict[str, Any], str]] = {}
-        """Host name -> (host object, free, reserved, health records, row, its JSON)."""
-        self._text: dict[int, str] = {}
-
-    def put(self, host: fabric.Host, free: int, reserved: int, records: object,
-            made: dict[str, Any]) -> dict[str, Any]:
-        kept = self.rows.get(host.name)
-        text = json.dumps(made, separators=(",", ":"), allow_nan=False)
-        if kept is not None:
-            self._text.pop(id(kept[4]), None)
-        self.rows[host.name] = (host, free, reserved, records, made, text)
-        self._text[id(made)] = text
-        return made
-
-    def text(self, row: dict[str, Any]) -> str:
-        found = self._text.get(id(row))
-        return found if found is not None else json.dumps(row, separators=(",", ":"), allow_nan=False)
-
-    def forget_missing(self, names: Collection[str]) -> None:
-        for gone in [n for n in self.rows if n not in names]:
-            self._text.pop(id(self.rows.pop(gone)[4]), None)
-
-
 _HOSTS_MARK = "\x00hosts\x00"
+_GANGS_MARK = "\x00gangs\x00"
 
 
 def dumps(doc: Mapping[str, Any], rows: Rows | None = None) -> bytes:
-    """``doc`` as compact JSON; the hosts' rows from ``rows`` when given (serialised once each)."""
+    """``doc`` as compact JSON; its host and gang rows from the fragments ``rows`` keeps when
+    ``doc`` was built with them (each row serialised once, when it was made)."""
     fab = doc.get("fabric")
     if rows is None or not fab:
-        return json.dumps(doc, separators=(",", ":"), allow_nan=False).encode()
-    marked = {**doc, "fabric": {**fab, "hosts": _HOSTS_MARK}}
-    text = json.dumps(marked, separators=(",", ":"), allow_nan=False)
-    mark = json.dumps(_HOSTS_MARK)
-    if text.count(mark) != 1:  # the mark in some reason text: serialise the plain way
-        return json.dumps(doc, separators=(",", ":"), allow_nan=False).encode()
-    hosts = "[" + ",".join(rows.text(fab["name"], h) for h in fab["hosts"]) + "]"
-    return text.replace(mark, hosts, 1).encode()
+        return fragments.compact(doc).encode()
+    kept = rows.of(fab["name"])
+    gangs = kept.gangs_text(doc["gangs"])
+    if fab["hosts"] is not kept.hosts or gangs is None:
+        return fragments.compact(doc).encode()
+    marks = {fragments.compact(_HOSTS_MARK): kept.hosts_text, fragments.compact(_GANGS_MARK): gangs}
+    text = fragments.compact({**doc, "fabric": {**fab, "hosts": _HOSTS_MARK}, "gangs": _GANGS_MARK})
+    if any(text.count(mark) != 1 for mark in marks):  # a mark in some reason text: the plain way
+        return fragments.compact(doc).encode()
+    # Splice at the marks' places in the marked text, so nothing spliced in is searched again.
+    spots = sorted((text.index(mark), mark) for mark in marks)
+    parts, at = [], 0
+    for spot, mark in spots:
+        parts += [text[at:spot], marks[mark]]
+        at = spot + len(mark)
+    parts.append(text[at:])
+    return "".join(parts).encode()
 
 
-def _hosts(facts: view.FabricFacts, records: _Records, cache: HostRows | None) -> list[dict[str, Any]]:
-    # The one loop over every host: kept lean (locals, the cache's dict read in place), since a
-    # rebuild at 10,000 hosts is mostly this loop.
-    fab = facts.fabric
-    rows: list[dict[str, Any]] = []
-    free_gpus, reserved_gpus = facts.free_gpus, facts.reserved_gpus
-    by_node = {k[5:]: v for k, v in records.items() if k.startswith("node:")}
-    kept_rows = cache.rows if cache is not None else {}
-    hosts = fab.hosts
-    for name in _fabric_order(fab):
-        host = hosts[name]
-        gpus = host.gpus
-        free = free_gpus.get(name, gpus)
-        free = 0 if free < 0 else gpus if free > gpus else free
-        reserved = reserved_gpus.get(name, 0)
-        reserved = free if reserved > free else 0 if reserved < 0 else reserved
-        found = by_node.get(name) if by_node else None
-        kept = kept_rows.get(name)
-        if kept is not None and kept[0] is host and kept[1] == free and kept[2] == reserved \
-                and kept[3] == found:
-            rows.append(kept[4])
-            continue
-        healthy = not found and host.health >= 1 and host.state is _HEALTHY
-        row = {  # the page adds "id" (node:NAME) and the leaf's id: 10,000 rows, each byte counts
-            "name": str(name),
-            "leaf": str(host.path[0]),
-            "gpus": gpus,
-            "used": gpus - free,
-            "reserved": reserved,
-            "free": free - reserved,
-            "health": None if healthy else _health(host.state, host.health, found or ()),
-        }
-        rows.append(cache.put(host, free, reserved, found, row) if cache is not None else row)
-    if cache is not None and len(kept_rows) > len(hosts):
-        cache.forget_missing(hosts)
-    return rows
+@dataclass(frozen=True)
+class _Place:
+    """What a domain's row takes from the fabric's structure (kept while the fabric is)."""
+
+    domain: fabric.Domain
+    level: int
+    name: str
+    key: str
+    tier: str
+    parent: str | None
+    above: tuple[int, str] | None
 
 
-def _fabric_order(fab: fabric.Fabric) -> list[ids.NodeName]:
-    """Hosts top domain by top domain (natural order), each domain's hosts in fabric order
-    (``Domain.hosts`` is sorted by path already): no sort over every host."""
-    top = len(fab.tiers) - 1
-    order: list[ids.NodeName] = []
-    for domain in sorted(fab.tier_domains(top), key=lambda d: index.natural_key(d.name)):
-        order.extend(domain.hosts)
-    return order
+def _places(fab: fabric.Fabric) -> list[_Place]:
+    """Every domain in document order: top tier first, each tier in natural order."""
+    places = []
+    for (tier, name), domain in fab.domains.items():
+        tier_name = str(fab.tiers[tier].name)
+        up = None if domain.parent is None else str(fab.tiers[tier + 1].name)
+        places.append(_Place(
+            domain, tier, str(name), domain_id(tier_name, name), tier_name,
+            None if up is None else domain_id(up, domain.parent or ""),
+            None if domain.parent is None else (tier + 1, str(domain.parent)),
+        ))
+    places.sort(key=lambda p: (-p.level, index.natural_key(p.name)))
+    return places
 
 
-def _domains(fab: fabric.Fabric, hosts: list[dict[str, Any]], records: _Records) -> list[dict[str, Any]]:
-    # Hosts add to their leaf only; every higher domain sums its children (tier by tier, upward).
-    totals: dict[tuple[int, str], list[int]] = {}
-    for host in hosts:
-        counts = totals.setdefault((0, host["leaf"]), [0, 0, 0, 0, 0])
-        counts[0] += 1
-        counts[1] += host["gpus"]
-        counts[2] += host["used"]
-        counts[3] += host["reserved"]
-        counts[4] += host["free"]
-    for (tier, name), domain in sorted(fab.domains.items(), key=lambda kv: kv[0][0]):
-        if domain.parent is not None:
-            mine = totals.get((tier, str(name)), [0, 0, 0, 0, 0])
-            above = totals.setdefault((tier + 1, str(domain.parent)), [0, 0, 0, 0, 0])
+def _domains(kept: fragments.FabricRows, fab: fabric.Fabric, records: _Records) -> list[dict[str, Any]]:
+    if kept.places is None:
+        kept.places = _places(fab)
+    places: list[_Place] = kept.places
+    # Leaves come summed (``fragments.Leaf.totals``); every higher domain sums its children,
+    # lowest tier first (the reverse of document order).
+    totals = {(0, leaf): list(counts) for leaf, counts in kept.totals().items()}
+    for place in reversed(places):
+        if place.above is not None:
+            mine = totals.get((place.level, place.name), [0, 0, 0, 0, 0])
+            above = totals.setdefault(place.above, [0, 0, 0, 0, 0])
             for i in range(5):
                 above[i] += mine[i]
     rows: list[dict[str, Any]] = []
-    for (tier, name), domain in fab.domains.items():
-        tier_name = str(fab.tiers[tier].name)
-        key = domain_id(tier_name, name)
-        parent = None if domain.parent is None else domain_id(str(fab.tiers[tier + 1].name), domain.parent)
-        counts = totals.get((tier, str(name)), [0, 0, 0, 0, 0])
-        rows.append({
-            "id": key,
-            "tier": tier_name,
-            "level": tier,
-            "name": str(name),
-            "parent": parent,
+    made = kept.domain_rows
+    for place in places:
+        counts = tuple(totals.get((place.level, place.name), (0, 0, 0, 0, 0)))
+        found = records.get(place.key)
+        old = made.get(place.key)
+        if old is not None and old[0] == counts and old[1] == found:
+            rows.append(old[2])  # same fabric, totals and records: the row as it was
+            continue
+        domain = place.domain
+        row = {
+            "id": place.key,
+            "tier": place.tier,
+            "level": place.level,
+            "name": place.name,
+            "parent": place.parent,
             "hosts": counts[0],
             "gpus": counts[1],
             "used": counts[2],
             "reserved": counts[3],
             "free": counts[4],
-            "health": _health(domain.state, domain.uplink_health, records.get(key, ())),
-        })
-    rows.sort(key=lambda r: (-r["level"], index.natural_key(r["name"])))
+            "health": fragments.health_of(domain.state, domain.uplink_health, found or ()),
+        }
+        made[place.key] = (counts, found, row)
+        rows.append(row)
     return rows
 
 
