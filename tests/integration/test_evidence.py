@@ -231,6 +231,13 @@ def test_a_leaf_degradation_under_several_gangs_writes_each_once_and_one_event_p
         return all(bool((fabric.placement(ns, n) or {}).get("status", {}).get("degradedPath")) is wanted
                    for n in gangs)
 
+    # The API server counts writes cluster-wide: earlier tests' plans must be gone first (their
+    # release and garbage collection are writes too, and could land inside the window).
+    def only_ours() -> bool:
+        listed = fabric.api.call("GET", "/apis/fabricsched.io/v1alpha1/fabricplacements")["items"]
+        return all(p["metadata"]["namespace"] == ns for p in listed)
+
+    wait_for("no FabricPlacement of an earlier test left", only_ours, timeout=90)
     before = _quiet(fabric)
     link = {"tier": "leaf", "domain": leaves[0], "state": "degraded", "capacity": 0.25,
             "reason": "uplinks down"}
