@@ -113,3 +113,17 @@ class NodeFactory:
 
 class Kubelet(Protocol):
     def __call__(self, namespace: str, name: str, phase: kwok.Phase) -> dict[str, Any]: ...
+
+
+def install_crds(plane: controlplane.ControlPlane) -> None:
+    """fabricsched's CRDs (``crds/``) applied to ``plane``, back once both are served."""
+    crds = Path(__file__).resolve().parents[2] / "crds"
+    subprocess.run([str(plane.binaries.kubectl), f"--kubeconfig={plane.kubeconfig}", "apply", "--server-side",
+                    "-f", str(crds)], check=True, capture_output=True, timeout=60)
+    api = plane.client()
+    try:
+        for crd in ("fabrictopologies", "fabricplacements"):
+            wait_for(f"CRD {crd}",
+                     lambda crd=crd: api.request("GET", f"/apis/fabricsched.io/v1alpha1/{crd}")[0] == 200)
+    finally:
+        api.close()

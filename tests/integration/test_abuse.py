@@ -13,7 +13,6 @@ from __future__ import annotations
 import copy
 import datetime
 import json
-import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -21,8 +20,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from clusterkit import find_binaries_or_skip, new_namespace, wait_for
-from test_extender import REPO, TOPOLOGY, Operator, trainer_spec
+from clusterkit import find_binaries_or_skip, install_crds, new_namespace, wait_for
+from test_extender import TOPOLOGY, Operator, trainer_spec
 
 from fabricsched.cluster import commands, controlplane, kwok, nodes, processes, rest, samples
 
@@ -122,12 +121,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     api = plane.client()
     operator = Operator(plane.kubeconfig, root, extender_port, health_port)
     try:
-        kubectl = [str(plane.binaries.kubectl), f"--kubeconfig={plane.kubeconfig}"]
-        subprocess.run([*kubectl, "apply", "--server-side", "-f", str(REPO / "crds")],
-                       check=True, capture_output=True, timeout=60)
-        for crd in ("fabrictopologies", "fabricplacements"):
-            wait_for(f"CRD {crd}",
-                     lambda crd=crd: api.request("GET", f"/apis/fabricsched.io/v1alpha1/{crd}")[0] == 200)
+        install_crds(plane)
         manifests = samples.sample_fabric(spines=2, leaves_per_spine=2, hosts_per_leaf=4, gpus=8)
         nodes.create(api, manifests, datetime.datetime.now(datetime.UTC))
         topology = samples.demo_topology(TOPOLOGY)

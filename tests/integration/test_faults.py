@@ -16,15 +16,14 @@ import datetime
 import os
 import re
 import signal
-import subprocess
 import time
 import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from clusterkit import find_binaries_or_skip
-from test_extender import GPU, REPO, TOPOLOGY, Fabric, Operator, trainer_spec
+from clusterkit import find_binaries_or_skip, install_crds
+from test_extender import GPU, TOPOLOGY, Fabric, Operator, trainer_spec
 from waiting import wait_for
 
 from fabricsched.cluster import commands, controlplane, nodes, processes, rest, samples
@@ -119,12 +118,7 @@ def faults(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Faults]:
     api = plane.client()
     operator = Operator(plane.kubeconfig, root, extender_port, health_port)
     try:
-        kubectl = [str(plane.binaries.kubectl), f"--kubeconfig={plane.kubeconfig}"]
-        subprocess.run([*kubectl, "apply", "--server-side", "-f", str(REPO / "crds")],
-                       check=True, capture_output=True, timeout=60)
-        for crd in ("fabrictopologies", "fabricplacements"):
-            wait_for(f"CRD {crd}",
-                     lambda crd=crd: api.request("GET", f"/apis/fabricsched.io/v1alpha1/{crd}")[0] == 200)
+        install_crds(plane)
         manifests = samples.sample_fabric(spines=2, leaves_per_spine=2, hosts_per_leaf=4, gpus=8)
         nodes.create(api, manifests, datetime.datetime.now(datetime.UTC))
         topology = samples.demo_topology(TOPOLOGY)

@@ -16,14 +16,13 @@ survivor's ``fabricsched run`` takes fabricsched's own Lease and writes the topo
 from __future__ import annotations
 
 import datetime
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from clusterkit import find_binaries_or_skip, new_namespace
+from clusterkit import find_binaries_or_skip, install_crds, new_namespace
 from pairs import Pair, containers, helm_binary, render_chart, scheduler_config
 from waiting import wait_for
 
@@ -127,12 +126,7 @@ def fabric(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fabric]:
     api = plane.client()
     pairs = [Pair(name, bins, plane.kubeconfig, root / name, config, args) for name in ("pair-a", "pair-b")]
     try:
-        subprocess.run([str(plane.binaries.kubectl), f"--kubeconfig={plane.kubeconfig}", "apply",
-                        "--server-side", "-f", str(REPO / "crds")],
-                       check=True, capture_output=True, timeout=60)
-        for crd in ("fabrictopologies", "fabricplacements"):
-            wait_for(f"CRD {crd}",
-                     lambda crd=crd: api.request("GET", f"/apis/fabricsched.io/v1alpha1/{crd}")[0] == 200)
+        install_crds(plane)
         api.call("POST", "/api/v1/namespaces", {"metadata": {"name": RELEASE_NAMESPACE}})
         manifests = samples.sample_fabric(spines=2, leaves_per_spine=2, hosts_per_leaf=4, gpus=GPUS_PER_NODE)
         nodes.create(api, manifests, datetime.datetime.now(datetime.UTC))
