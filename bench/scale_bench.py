@@ -15,8 +15,10 @@ Per size, in one run:
    server (``scale_wire.py``, its own process) in turn, for three kinds of pods, all real
    objects behind a scheduling gate: a single pod; the first pod of a new gang (an Indexed Job
    of ``--gang`` pods: it makes the plan); a member of a planned gang (the other ranks);
-4. reaction: a node's ``fabricsched.io/fabric-health`` label set to ``down``, then the time until
-   a decision avoids it, and until FabricTopology status lists it;
+4. reaction (before step 3): a gang of 2 pods is planned, and the node its second pod is
+   steered to gets ``fabricsched.io/fabric-health: down``; the time until that pod's next
+   answer moves it off the node (no gang uses a down host), and until FabricTopology status
+   lists it;
 5. a restart with the reservations of step 3 in place: ready time again, and the first request
    after ready;
 6. at the sizes of ``--throughput-at``: GPU gangs of 4 and of 16 pods created behind a gate,
@@ -47,6 +49,8 @@ from benchstats import percentile
 from fabricsched.cluster import errors, processes, rest
 
 KINDS = ("single", "planned_member", "new_gang")
+PROBES = 21
+"""Real pods for the probes after a restart (one per request)."""
 HEALTH_LABEL = "fabricsched.io/fabric-health"
 TOPOLOGY_PATH = f"/apis/fabricsched.io/v1alpha1/fabrictopologies/{cl.TOPOLOGY}"
 
@@ -131,6 +135,8 @@ class Size:
         self.extender = f"127.0.0.1:{self.ports[0]}"
         self.result: dict[str, Any] = {"nodes": nodes}
         self.names = [m["metadata"]["name"] for m in cl.node_manifests(nodes)]
+        self.probes: list[dict[str, Any]] = []
+        self.used: set[str] = set()
 
     def run(self) -> dict[str, Any]:
         t0 = time.monotonic()
@@ -150,8 +156,8 @@ class Size:
             cl.wait_for("FabricTopology status counting every node", self.fabric_counted, self.args.timeout)
             self.us = wire.Caller(self.extender)
             self.them = wire.Caller(f"127.0.0.1:{self.ports[2]}")
+            self.phase("reaction", self.reaction)  # first: the latency phase's plans fill leaves
             self.phase("latency", self.latency)
-            self.phase("reaction", self.reaction)
             rss = operator.peak_rss_mb()
             operator.stop()
             operator = self.start_operator(kubeconfig, "restart_ready_s")
@@ -197,14 +203,17 @@ class Size:
     def latency(self) -> None:
         args = self.args
         cl.namespace(self.api, "lat", args.timeout)
-        cl.namespace(self.api, "probe", args.timeout)  # where the synthetic probe pods' plans go
+        # The probes after the restart: real pods too (the extender refuses a pod the API
+        # server does not hold), gated, one per request.
+        cl.namespace(self.api, "probe", args.timeout)
+        cl.create_pods(self.api, "probe", "p", PROBES, 1, "fabricsched")
         cl.create_jobs(self.api, "lat", "g", args.requests, args.gang, args.gang_gpus, "fabricsched")
         cl.create_pods(self.api, "lat", "s", args.requests, 1, "fabricsched")
         wanted = args.requests * (args.gang + 1)
         found = cl.wait_for(f"{wanted} gated pods", lambda: (
             p if len(p := cl.pods(self.api, "lat")) >= wanted else None), args.timeout, interval=1.0)
         # The operator must hold every pod of a gang before it plans it (admission).
-        everything = wanted + self.result["fill_pods"]
+        everything = wanted + self.result["fill_pods"] + PROBES
         cl.wait_for("the pods in fabricsched's state", lambda: self.pods_seen() >= everything,
                     args.timeout, interval=0.5)
         singles = sorted((p for p in found if p["metadata"]["name"].startswith("s-")), key=_name)
@@ -242,36 +251,53 @@ class Size:
 
     def first_after_ready(self) -> None:
         """The first calls after a restart (caches must be warm), then 20 more for comparison."""
-        probe = [self.single(f"warm-{i}") for i in range(21)]
+        probe = [self.probe() for _ in range(21)]
         seconds = [self.us.call(p, self.names).seconds for p in probe]
         self.result["after_restart_ms"] = {"first": round(seconds[0] * 1000, 2),
                                            "next_20_p50": round(percentile(seconds[1:], 50) * 1000, 2)}
 
-    def single(self, name: str) -> dict[str, Any]:
-        return {"apiVersion": "v1", "kind": "Pod",
-                "metadata": {"name": name, "namespace": "probe", "uid": f"uid-{name}-{time.time_ns()}"},
-                "spec": cl.pod_spec("fabricsched", 1, gated=False), "status": {"phase": "Pending"}}
+    def probe(self) -> dict[str, Any]:
+        """The next unused probe pod, as the API server holds it."""
+        if not self.probes:
+            self.probes = sorted(cl.pods(self.api, "probe"), key=_name, reverse=True)
+            self.probes = [p for p in self.probes if _name(p) not in self.used]
+        pod = self.probes.pop()
+        self.used.add(_name(pod))
+        return pod
 
     # --- reaction -------------------------------------------------------------------------
 
     def reaction(self) -> None:
-        victim = self.names[len(self.names) // 2]
+        """A planned gang member's node set down: the time until its answer moves it off (no
+        gang uses a down host; a lone pod would still be sent there, by design), and until
+        FabricTopology status lists the node."""
+        cl.namespace(self.api, "react", self.args.timeout)
+        everything = self.pods_seen() + 2
+        # Each pod takes a whole host's free GPUs, so the gang spans two hosts: moving one rank
+        # off the down host then gives the gang a healthy path.
+        gpus = max(1, 8 - self.args.pods_per_node)
+        cl.create_jobs(self.api, "react", "r", 1, 2, gpus, "fabricsched")
+        gang = sorted(cl.wait_for("the reaction gang's pods", lambda: (
+            p if len(p := cl.pods(self.api, "react")) >= 2 else None), self.args.timeout), key=_rank)
+        cl.wait_for("its pods in fabricsched's state", lambda: self.pods_seen() >= everything, 60, 0.2)
+        self.us.call(gang[0], self.names)  # plans the gang
+        member = gang[1]
+        before = self.us.call(member, self.names).passed
+        if len(before) != 1:
+            raise RuntimeError(f"the planned member was not steered to one node: {before[:3]}")
+        victim = before[0]
         path = f"/api/v1/nodes/{victim}"
         started = time.monotonic()
         self.api.call("PATCH", path, {"metadata": {"labels": {HEALTH_LABEL: "down"}}}, rest.MERGE_PATCH)
-        i = 0
-
-        def avoided() -> bool:
-            nonlocal i
-            i += 1
-            return victim not in self.us.call(self.single(f"react-{i}"), [victim]).passed
-        cl.wait_for("a decision avoiding the down node", avoided, 60, interval=0.01)
+        cl.wait_for("a decision moving the member off the down node", lambda: (
+            self.us.call(member, self.names).passed not in ([victim], [])), 60, interval=0.01)
         decision = time.monotonic() - started
         cl.wait_for("FabricTopology status listing the down node", lambda: self.listed(victim), 60,
                     interval=0.05)
         shown = time.monotonic() - started
         self.api.call("PATCH", path, {"metadata": {"labels": {HEALTH_LABEL: None}}}, rest.MERGE_PATCH)
         self.result["reaction_s"] = {"decision": round(decision, 3), "status": round(shown, 3)}
+        cl.clean(self.api, "react")
 
     def listed(self, node: str) -> bool:
         body = self.api.call("GET", TOPOLOGY_PATH)

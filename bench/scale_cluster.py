@@ -119,6 +119,11 @@ def fill(api: rest.Client, node_names: Sequence[str], per_node: int) -> int:
         api.call("POST", f"/api/v1/namespaces/{ns}/pods", body)
     total = len(node_names) * per_node
     each(one, range(total))
+    # kwok writes each pod's Running status after it is created: wait for those writes to end,
+    # or they would be measured as the operator's startup and the first requests' latency.
+    wait_for("every fill pod Running", lambda: not api.call(
+        "GET", f"/api/v1/namespaces/{ns}/pods?fieldSelector=status.phase%21%3DRunning&limit=1")["items"],
+        timeout=600, interval=2.0)
     return total
 
 

@@ -4,8 +4,9 @@ Configuration, all of it here (kwok reads nothing else: ``KWOK_WORKDIR`` points 
 cluster folder, so a ``~/.kwok/kwok.yaml`` of the user is never loaded, and every option kwok
 would otherwise take from there or from its own defaults is set explicitly):
 - every node is managed; the Lease of each node is renewed (``nodeLeaseDurationSeconds``), and
-  the Ready condition's ``lastHeartbeatTime`` refreshed, while every condition keeps the status
-  its creator declared (tests and the demo set node health on purpose);
+  the Ready condition's ``lastHeartbeatTime`` refreshed every 5 minutes (as a kubelet does),
+  while every condition keeps the status its creator declared (tests and the demo set node
+  health on purpose);
 - a bound pod goes Running and stays Running until it is deleted;
 - completion is opt-in per pod: annotate it ``fabricsched.io/kwok-finish: Succeeded`` (exit 0)
   or ``Failed`` (exit 1). kwok's own stage set would finish every Job pod at once, which would
@@ -33,7 +34,12 @@ FINISHED: tuple[Phase, ...] = ("Succeeded", "Failed")
 POD_CIDR = "10.244.0.0/16"
 """Pod IPs kwok hands out; apart from the Service range."""
 NODE_LEASE_SECONDS = 40
-HEARTBEAT_MS = 20_000
+HEARTBEAT_MS = 300_000
+"""How often a node's status is written when nothing changed: the kubelet's default
+``nodeStatusReportFrequency`` (5 min; its Lease says it is alive in between). Every node
+status write reaches every watcher of nodes (both schedulers, the controller manager,
+fabricsched): every 20 s at 10,000 nodes that was about 450 writes a second, which kept the API
+server busy and the process parsing them."""
 
 _NOT_DELETED = {"key": ".metadata.deletionTimestamp", "operator": "DoesNotExist"}
 
@@ -43,7 +49,8 @@ def _stage(name: str, kind: str, expressions: list[dict[str, Any]], nxt: dict[st
     spec: dict[str, Any] = {"resourceRef": {"apiGroup": "v1", "kind": kind},
                             "selector": {"matchExpressions": expressions}, "next": nxt}
     if delay_ms is not None:
-        spec["delay"] = {"durationMilliseconds": delay_ms, "jitterDurationMilliseconds": delay_ms + 5000}
+        jitter = delay_ms + delay_ms // 10  # spread over 10 %: the nodes do not report in step
+        spec["delay"] = {"durationMilliseconds": delay_ms, "jitterDurationMilliseconds": jitter}
     return {"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Stage", "metadata": {"name": name},
             "spec": spec}
 

@@ -17,6 +17,7 @@ applied between two awaits, so the loop answering the scheduler waits for at mos
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import logging
 import ssl
@@ -193,6 +194,11 @@ class Follower:
                     seen.add(key_of(item))
                     self._apply(item)
             metadata = page.get("metadata") or {}
+            del page  # freed now, not frozen below
+            # What a listing applies lives as long as the process: out of the collector's
+            # sight, it is not walked again by every collection the next pages' parsing sets
+            # off (at 50,000 pods those collections were 7 of the 9 s spent in json.loads).
+            gc.freeze()
             token = metadata.get("continue")
             if not token:
                 break

@@ -69,11 +69,15 @@ def connection_info(kubeconfig: Path | None) -> kopf.ConnectionInfo:
 
 
 def event_poster(client: Any) -> events.Post:
-    core = kubernetes.client.CoreV1Api(client)
+    # CoreV1Api is imported at the first post (in the poster's thread), not at startup: its
+    # module takes over a second to import, and the first Event comes after ready.
+    core: list[Any] = []
 
     def post(namespace: str, body: Mapping[str, Any]) -> None:
+        if not core:
+            core.append(kubernetes.client.CoreV1Api(client))
         event = kubernetes.client.CoreV1Event.model_validate(dict(body))
-        errors.call(core.create_namespaced_event, namespace, event)
+        errors.call(core[0].create_namespaced_event, namespace, event)
 
     return post
 

@@ -472,7 +472,7 @@ class Coordinator:
         then on decisions are made."""
         self.path_health.seed()
         await self.follower.restore(self.pending.adopt)
-        for pod in self.state.pods.values():
+        for pod in self.state.pods.values() if len(self.book) else ():
             key = self.owners.key(pod)
             if not self.workloads.knows(key) and self.book.get(key) is not None:
                 self.workloads.remember(key, pod)

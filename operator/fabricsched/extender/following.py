@@ -73,6 +73,8 @@ class Follower:
                 self.release(entry.key, f"Job {job.namespace}/{job.name} {verb}")
 
     def _pod_changed(self, pod: nodes.PodUsage, ended: bool) -> None:
+        if not len(self.book):
+            return  # no plans (as while the initial listings arrive): no gang to follow
         key, rank = self.member(pod)
         entry = self.book.get(key)
         if entry is None:
@@ -168,7 +170,7 @@ class Follower:
             if path_health_module.path_moved(entry, kept):
                 # The path's health moved while fabricsched was away: the object says so now.
                 self.writer.submit(kept)
-        for pod in self.state.pods.values():
+        for pod in self.state.pods.values() if len(self.book) else ():
             if pod.active and pod.node is not None:
                 key, rank = self.member(pod)
                 if self.book.get(key) is not None:
