@@ -306,7 +306,12 @@ class Size:
     # --- throughput -----------------------------------------------------------------------
 
     def throughput(self) -> None:
-        cl.clean(self.api, "lat")  # the latency phase's plans would hold GPUs otherwise
+        # The latency phase's pods and plans would hold GPUs, and their deletion (pods, Jobs,
+        # FabricPlacements, the namespace) would still keep the API server and both schedulers
+        # busy during the rounds: all of it gone first.
+        for ns in ("lat", "probe"):
+            cl.clean(self.api, ns)
+        cl.settle(self.api, ("lat", "probe"), self.args.timeout)
         out: dict[str, Any] = {s: self.bind_round(s) for s in ("default-scheduler", "fabricsched")}
         rates = [out[s].get("pods_per_s") for s in ("fabricsched", "default-scheduler")]
         if all(rates):
@@ -338,7 +343,7 @@ class Size:
         except TimeoutError as e:
             result = {"pods": wanted, "error": str(e)}
         cl.clean(self.api, ns)
-        time.sleep(3)  # the deletions reach both schedulers before the next round
+        cl.settle(self.api, (ns,), args.timeout)
         return result
 
 

@@ -171,3 +171,13 @@ def clean(api: rest.Client, ns: str) -> None:
                                {"propagationPolicy": "Orphan"}), jobs)
     each(lambda p: kwok.delete_now(api, ns, p["metadata"]["name"]), pods(api, ns))
     api.request("DELETE", f"/api/v1/namespaces/{ns}")
+
+
+def settle(api: rest.Client, namespaces: Sequence[str], timeout: float) -> None:
+    """Wait until ``namespaces`` are gone and no FabricPlacement is left anywhere, then a little
+    longer: the last deletions reach both schedulers and fabricsched before anything is timed."""
+    wait_for(f"namespaces {', '.join(namespaces)} gone", lambda: all(
+        api.request("GET", f"/api/v1/namespaces/{ns}")[0] == 404 for ns in namespaces), timeout, interval=0.5)
+    wait_for("no FabricPlacement left", lambda: not api.call(
+        "GET", "/apis/fabricsched.io/v1alpha1/fabricplacements?limit=1")["items"], timeout, interval=0.5)
+    time.sleep(3)

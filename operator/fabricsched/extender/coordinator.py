@@ -477,7 +477,8 @@ class Coordinator:
             if not self.workloads.knows(key) and self.book.get(key) is not None:
                 self.workloads.remember(key, pod)
         # The first request after ready answers as fast as the hundredth.
-        planning.warm(self._session, self.state, self.book.entries())
+        planning.warm(self._session, self.state, self.book.entries(),
+                      lambda snap: self._inputs(snap, planning.WARM_KEY), self.options.placement)
         self.ready = True
 
     def _gangs_with_pods(self) -> set[ids.GangKey]:

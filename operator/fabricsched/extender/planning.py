@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from fabricsched import ids
@@ -226,12 +226,33 @@ def with_costs(
     return dataclasses.replace(entry, domains=dict(domains), comm_slowdown=slowdown, degraded_path=degraded)
 
 
-def warm(sess: session.Session, state: ports.StateView, entries: Sequence[reservations.Entry]) -> None:
-    """Build each fabric's snapshot, engine view and running traffic now (before ready)."""
+WARM_KEY = ids.GangKey("fabricsched/warm-up")
+"""The key of the plans ``warm`` makes and drops (no pod has it: it holds a ``/``)."""
+
+
+def warm(
+    sess: session.Session,
+    state: ports.StateView,
+    entries: Sequence[reservations.Entry],
+    inputs_of: Callable[[ports.SnapshotView], Inputs],
+    options: request.PlacementOptions,
+) -> None:
+    """Build each fabric's snapshot, engine view and running traffic now (before ready), and
+    plan a one-pod gang per GPU count in use, to be dropped: the engine keeps the free-GPU view
+    each plan builds, so the first request after ready patches it as the hundredth does (at
+    10,000 nodes the first built it whole: 105 ms against 28 ms)."""
+    wanted = sorted({1, *(e.gpus_per_pod for e in entries)})
     for name in list(state.topologies):
         snap = state.snapshot(name)
-        if snap is not None:
-            sess.snapshot(snap.fabric)
-            # Each restored gang's demand on the fabric: computed once here, not by the first
-            # plan after ready.
-            traffic(sess, snap.fabric, [e for e in entries if e.topology == name])
+        if snap is None:
+            continue
+        sess.snapshot(snap.fabric)
+        # Each restored gang's demand on the fabric: computed once here, not by the first
+        # plan after ready.
+        traffic(sess, snap.fabric, [e for e in entries if e.topology == name])
+        hosts = list(snap.fabric.hosts)
+        for gpus_per_pod in wanted:
+            probe = gangs.GangIdentity(
+                WARM_KEY, "fabricsched", "warm-up", None, "", 1, 0, None, False, gpus_per_pod
+            )
+            plan(inputs_of(snap), probe, hosts, options)
