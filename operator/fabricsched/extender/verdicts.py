@@ -129,11 +129,20 @@ def failed(
             if node in out:
                 out[node] = _DOWN if fab.hosts[node].down else _DEGRADED
     shared: dict[str, str] = {}  # equal reasons share one string object, as the bulk ones do
-    for group in (inside, reserved_by.keys()):
-        for node in group:
-            if node in out:
-                found = reason(fab, topology, ids.NodeName(node), plan, free, gpus_per_pod, reserved_by)
-                out[node] = shared.setdefault(found, found)
+    for node in inside:
+        if node in out:
+            found = reason(fab, topology, node, plan, free, gpus_per_pod, reserved_by)
+            out[node] = shared.setdefault(found, found)
+    # Outside the home, a node another gang holds differs from its bulk reason only when that
+    # hold leaves it too little room (``reason``'s first rule): one message per holding gang,
+    # not one ``reason`` per held node (at 300 planned gangs that was most of a filter call).
+    held: dict[str, str] = {}
+    for node, holder in reserved_by.items():
+        if node in out and node in hosts and free.get(node, 0) < gpus_per_pod:
+            message = held.get(holder)
+            if message is None:
+                message = held[holder] = bounded(f"reserved for gang {holder}")
+            out[node] = message
     out.pop(plan.target, None)
     return out
 
