@@ -2,8 +2,7 @@
 
 The Kubernetes client is synchronous; every call runs in a worker thread (FabricPlacement
 writes in threads of their own, the rest through ``asyncio.to_thread``) so the event loop,
-which serves the scheduler, never blocks on it. The one exception is a new plan's create,
-which a filter answer waits for: it is posted on the loop itself (``loop_post``).
+which serves the scheduler, never blocks on it.
 """
 
 from __future__ import annotations
@@ -17,7 +16,6 @@ from typing import Any
 from kubernetes import client
 
 from fabricsched.api import placement as api
-from fabricsched.extender import loop_post
 from fabricsched.ports import errors, jobs, notices
 from fabricsched.topology import nodes
 
@@ -40,7 +38,6 @@ class ApiPlacementStore:
 
     def __init__(self, api_client: client.ApiClient) -> None:
         self._api = client.CustomObjectsApi(api_client)
-        self._poster = loop_post.LoopPoster(api_client.configuration)
         self._known: dict[tuple[str, str], dict[str, Any]] = {}
         """(namespace, name) -> the object as last returned by the API server."""
         self._generations: dict[tuple[str, str], int] = {}
@@ -59,21 +56,8 @@ class ApiPlacementStore:
         return list(items or [])
 
     async def create(self, manifest: dict[str, Any]) -> None:
-        # On the loop (``loop_post``): a filter answer waits for this one.
-        metadata = manifest["metadata"]
-        key = (metadata["namespace"], metadata["name"])
-        if key in self._known:
-            return
-        body = {k: v for k, v in manifest.items() if k != "status"}
-        path = f"/apis/{api.GROUP}/{api.VERSION}/namespaces/{key[0]}/{api.PLURAL}"
         async with self._in_flight(manifest):
-            try:
-                self._remember(key, await self._poster.post(path, body))
-            except errors.Conflict:
-                await asyncio.get_running_loop().run_in_executor(self._threads, self._settle, key, manifest)
-
-    async def close(self) -> None:
-        await self._poster.close()
+            await asyncio.get_running_loop().run_in_executor(self._threads, self._create, manifest)
 
     async def save(self, manifest: dict[str, Any]) -> None:
         async with self._in_flight(manifest):
@@ -88,15 +72,26 @@ class ApiPlacementStore:
         finally:
             self._writing.discard(key)
 
-    def _settle(self, key: tuple[str, str], manifest: dict[str, Any]) -> None:
-        """A create found an object of that name. A live plan of this very gang was made by
-        another replica's extender (the create is the guard: two plans never both win); any
-        other (a Job recreated under the same name) is replaced by the next ``save``."""
-        existing = self._read(key)
-        if existing is not None and existing.get("spec") == manifest["spec"]:
-            self._remember(key, existing)  # our own create, its answer lost on the way
-        elif existing is not None and _live_plan_of(existing, manifest["spec"]):
-            raise errors.Conflict(f"FabricPlacement {key[0]}/{key[1]} holds a live plan of this gang", 409)
+    def _create(self, manifest: dict[str, Any]) -> None:
+        metadata = manifest["metadata"]
+        key = (metadata["namespace"], metadata["name"])
+        if key in self._known:
+            return
+        body = {k: v for k, v in manifest.items() if k != "status"}
+        try:
+            self._remember(key, errors.call(
+                self._api.create_namespaced_custom_object, api.GROUP, api.VERSION, key[0], api.PLURAL, body
+            ))
+        except errors.Conflict:
+            # An object of that name exists. A live plan of this very gang was made by another
+            # replica's extender (the create is the guard: two plans never both win); any other
+            # (a Job recreated under the same name) is replaced by the next ``save``.
+            existing = self._read(key)
+            if existing is not None and existing.get("spec") == manifest["spec"]:
+                self._remember(key, existing)  # our own create, its answer lost on the way
+            elif existing is not None and _live_plan_of(existing, manifest["spec"]):
+                raise errors.Conflict(f"FabricPlacement {key[0]}/{key[1]} holds a live plan of this gang",
+                                      409) from None
 
     def covers(self, namespace: str, name: str, generation: int) -> bool:
         """Whether this replica wrote the object's plan at ``generation`` or later, or is writing

@@ -47,10 +47,6 @@ class PlacementStore(Protocol):
         one without an owning Job is deleted (nothing else would collect it)."""
         ...
 
-    async def close(self) -> None:
-        """Release connections (at shutdown)."""
-        ...
-
 
 class PlacementFeed(Protocol):
     """FabricPlacement objects as they change (``mirroring.ApiPlacementFeed``)."""

@@ -174,7 +174,6 @@ class Service:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
             await self.writer.flush(2.0)
-            await self.writer.store.close()
             await runner.cleanup()
 
     async def _restore(self) -> None:

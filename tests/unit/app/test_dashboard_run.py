@@ -51,9 +51,6 @@ class NullStore:
     async def save(self, manifest: dict[str, Any]) -> None:
         return None
 
-    async def close(self) -> None:
-        pass
-
 
 class NullEvents:
     def pod_event(self, pod: nodes.PodUsage, reason: str, message: str, warning: bool) -> None:

@@ -38,9 +38,6 @@ class Store:
     async def save(self, manifest: dict[str, Any]) -> None:
         self.objects[manifest["metadata"]["name"]] = manifest
 
-    async def close(self) -> None:
-        pass
-
 
 class Recorder:
     def __init__(self) -> None:

@@ -61,9 +61,6 @@ class MemoryStore:
             return
         self.objects[key] = manifest
 
-    async def close(self) -> None:
-        pass
-
     def get(self, namespace: str, name: str) -> dict[str, Any]:
         return self.objects[(namespace, name)]
 

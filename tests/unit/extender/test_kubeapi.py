@@ -52,24 +52,9 @@ class FakeObjects:
         return self._answer("patch-status")
 
 
-class FakePoster:
-    """The store's on-loop create (``loop_post``), answered by the same fake."""
-
-    def __init__(self, fake: FakeObjects) -> None:
-        self.fake = fake
-
-    async def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        answer: dict[str, Any] = errors.call(self.fake.create_namespaced_custom_object, path, body)
-        return answer
-
-    async def close(self) -> None:
-        pass
-
-
 def store(fake: FakeObjects) -> kubeapi.ApiPlacementStore:
     made = kubeapi.ApiPlacementStore(client.ApiClient())
     made._api = fake  # type: ignore[assignment]
-    made._poster = FakePoster(fake)  # type: ignore[assignment]
     return made
 
 
