@@ -54,6 +54,14 @@ def test_the_heartbeat_touches_only_the_ready_conditions_timestamp() -> None:
     assert heartbeat == {"conditions": [{"type": "Ready", "lastHeartbeatTime": "2026-01-01T00:00:00Z"}]}
 
 
+def test_a_node_reports_an_unchanged_status_as_seldom_as_a_kubelet() -> None:
+    # Every node status write reaches every watcher of nodes: every 20 s at 10,000 nodes kept
+    # the API server busy. A kubelet reports an unchanged status every 5 minutes.
+    delay = _stages()["node-heartbeat"]["delay"]
+    assert delay["durationMilliseconds"] == 300_000
+    assert 300_000 < delay["jitterDurationMilliseconds"] <= 330_000
+
+
 def test_configuration_is_explicit_loopback_and_without_debugging_handlers(tmp_path: Path) -> None:
     path = kwok.write_configuration(tmp_path / "kwok.yaml", "127.0.0.1:4321")
     config, *stages = yaml.safe_load_all(path.read_text())

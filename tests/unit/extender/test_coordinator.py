@@ -244,3 +244,15 @@ def test_a_plan_restored_without_its_status_is_held_for_a_full_ttl(harness: Harn
     again.clock.advance(60)
     again.coordinator.housekeeping()
     assert again.book.reserved_gpus() == harness.book.reserved_gpus()
+
+
+def test_the_warm_up_before_ready_reserves_and_writes_nothing_and_the_first_plan_is_unchanged() -> None:
+    # restore() plans and drops a one-pod gang per GPU count in use (planning.warm): nothing of
+    # it may reach the book, the objects or the Events, and the next plan is the one a cold
+    # engine makes.
+    warmed = Harness(fabric_nodes())
+    warmed.restore()
+    assert warmed.book.entries() == [] and warmed.store.objects == {} and warmed.events.events == []
+    cold = Harness(fabric_nodes())
+    cold.coordinator.ready = True  # decisions without restore(): no warm-up
+    assert run_gang(warmed, "a", 4) == run_gang(cold, "a", 4)
