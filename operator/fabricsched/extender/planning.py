@@ -247,12 +247,12 @@ def warm(
         if snap is None:
             continue
         sess.snapshot(snap.fabric)
-        # Each restored gang's demand on the fabric: computed once here, not by the first
-        # plan after ready.
-        traffic(sess, snap.fabric, [e for e in entries if e.topology == name])
+        # The inputs carry each restored gang's demand on the fabric (``traffic``): computed
+        # once here, not by the first plan after ready.
+        inputs = inputs_of(snap)
         hosts = list(snap.fabric.hosts)
         for gpus_per_pod in wanted:
             probe = gangs.GangIdentity(
                 WARM_KEY, "fabricsched", "warm-up", None, "", 1, 0, None, False, gpus_per_pod
             )
-            plan(inputs_of(snap), probe, hosts, options)
+            plan(inputs, probe, hosts, options)

@@ -141,7 +141,7 @@ def failed(
         if node in out and node in hosts and free.get(node, 0) < gpus_per_pod:
             message = held.get(holder)
             if message is None:
-                message = held[holder] = bounded(f"reserved for gang {holder}")
+                message = held[holder] = _reserved_for(holder)
             out[node] = message
     out.pop(plan.target, None)
     return out
@@ -162,13 +162,17 @@ def reason(
         return _outside_fabric(topology, plan)
     holder = reserved_by.get(node)
     if holder is not None and free.get(node, 0) < gpus_per_pod:
-        return bounded(f"reserved for gang {holder}")
+        return _reserved_for(holder)
     if plan.multi_host and host.degraded:
         return _DOWN if host.down else _DEGRADED
     for tier_index, used, message in plan.checks:
         if host.path[tier_index] not in used:
             return message
     return plan.default
+
+
+def _reserved_for(holder: str) -> str:
+    return bounded(f"reserved for gang {holder}")
 
 
 def _outside_fabric(topology: ids.TopologyName, plan: Footprint) -> str:
