@@ -23,7 +23,9 @@ Per size, in one run:
    after ready;
 6. at the sizes of ``--throughput-at``: GPU gangs of 4 and of 16 pods created behind a gate,
    released, timed until all are bound, by the ``fabricsched`` scheduler (with the extender) and
-   by the default scheduler alone, on the same pods;
+   by the default scheduler alone, on the same pods; then, with ``fabricsched run`` stopped,
+   the same round with a steering stub in the extender's place (``scale_wire.py --steer``):
+   the ceiling of any extender that steers each pod to one node, on this machine;
 7. peak RSS of ``fabricsched run`` (``VmHWM``, the larger of both runs).
 
 Prints a summary per size and writes every number to ``--out`` (JSON).
@@ -165,6 +167,9 @@ class Size:
             if self.n in self.args.throughput_at:
                 self.phase("throughput", self.throughput)
             self.result["peak_rss_mb"] = round(max(rss, operator.peak_rss_mb()), 1)
+            if self.n in self.args.throughput_at:
+                operator.stop()  # the steering stub takes its address
+                self.phase("throughput_ceiling", self.ceiling)
             return self.result
         finally:
             if operator is not None:
@@ -306,6 +311,31 @@ class Size:
         if all(rates):
             out["ratio"] = round(rates[0] / rates[1], 2)
         self.result["throughput"] = out
+
+    def ceiling(self) -> None:
+        """The same round with the steering stub in the extender's place (``scale_wire.py
+        --steer``): the rate no extender that steers each pod to one node can beat here."""
+        stub = subprocess.Popen([sys.executable, str(Path(__file__).with_name("scale_wire.py")),
+                                 "--steer", self.extender])
+        try:
+            cl.wait_for("the steering stub", lambda: self._answers(self.extender), 60, interval=0.2)
+            out = self.result.setdefault("throughput", {})
+            out["steering_stub"] = self.bind_round("fabricsched")
+            default = (out.get("default-scheduler") or {}).get("pods_per_s")
+            if default and out["steering_stub"].get("pods_per_s"):
+                out["ratio_steering_stub"] = round(out["steering_stub"]["pods_per_s"] / default, 2)
+        finally:
+            stub.terminate()
+            stub.wait(10)
+
+    @staticmethod
+    def _answers(address: str) -> bool:
+        try:
+            with urllib.request.urlopen(urllib.request.Request(
+                    f"http://{address}/filter", data=b'{"Pod": {}, "NodeNames": []}'), timeout=2) as r:
+                return bool(r.status == 200)
+        except OSError:
+            return False
 
     def bind_round(self, scheduler: str) -> dict[str, Any]:
         """Gated gangs of 4 and 16 pods, released at once; the time until every pod is bound."""

@@ -1,6 +1,7 @@
 """The kube-scheduler's side of the extender protocol, for bench/scale_bench.py.
 
     python bench/scale_wire.py --passthrough 127.0.0.1:PORT   # the pass-through server
+    python bench/scale_wire.py --steer 127.0.0.1:PORT         # the steering stub
 
 - ``Caller``: POSTs ``/filter`` then ``/prioritize`` as the kube-scheduler does with
   ``nodeCacheCapable: true`` (``{"Pod": ..., "NodeNames": [...]}``; prioritize gets the names
@@ -9,6 +10,10 @@
   every node passed, every score 0, in the same wire format; its latency is the floor any
   extender in Python pays for HTTP and JSON of that size. It runs as its own process, like
   ``fabricsched run``, so both get a core of their own to the same extent.
+- the steering stub (``--steer``): answers the first node passed and fails every other one
+  with a reason as long as the extender's, deciding nothing. Put in the extender's place for
+  a throughput round, it is the ceiling of any extender that steers each pod to one node:
+  what is left is the scheduler's own work, HTTP and JSON.
 """
 
 from __future__ import annotations
@@ -60,12 +65,17 @@ class Caller:
         self._conn.close()
 
 
-def serve_passthrough(address: str) -> None:
+STEER_REASON = "outside gang tp-fabricsched/b-0's leaf s00-l00"
+"""The stub's reason for every other node: the length of the extender's own."""
+
+
+def serve_passthrough(address: str, steer: bool = False) -> None:
     from aiohttp import web  # the bench's client side needs no aiohttp
 
     async def filter_(request: web.Request) -> web.Response:
-        args = json.loads(await request.read())
-        return web.json_response({"NodeNames": args.get("NodeNames") or [], "FailedNodes": {},
+        names = json.loads(await request.read()).get("NodeNames") or []
+        passed, failed = (names[:1], dict.fromkeys(names[1:], STEER_REASON)) if steer else (names, {})
+        return web.json_response({"NodeNames": passed, "FailedNodes": failed,
                                   "FailedAndUnresolvableNodes": {}, "Error": ""})
 
     async def prioritize(request: web.Request) -> web.Response:
@@ -82,8 +92,11 @@ def serve_passthrough(address: str) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--passthrough", required=True, metavar="HOST:PORT")
-    serve_passthrough(parser.parse_args().passthrough)
+    role = parser.add_mutually_exclusive_group(required=True)
+    role.add_argument("--passthrough", metavar="HOST:PORT", help="pass every node, score 0")
+    role.add_argument("--steer", metavar="HOST:PORT", help="pass the first node, fail the others")
+    args = parser.parse_args()
+    serve_passthrough(args.steer or args.passthrough, steer=bool(args.steer))
 
 
 if __name__ == "__main__":

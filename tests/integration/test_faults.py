@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 from clusterkit import find_binaries_or_skip, install_crds
-from test_extender import GPU, TOPOLOGY, Fabric, Operator, trainer_spec
+from test_extender import GPU, PLACEMENTS, TOPOLOGY, Fabric, Operator, trainer_spec
 from waiting import wait_for
 
 from fabricsched.cluster import commands, controlplane, nodes, processes, rest, samples
@@ -209,6 +209,29 @@ def test_a_kill_9_right_after_a_gangs_first_plan_keeps_the_plan(faults: Faults, 
     faults.no_double_booking()
     print(f"killed {killed_after * 1000:.0f} ms after the plan was first seen; "
           f"bound {sum(1 for n in faults.pod_nodes(ns).values() if n)} of 6 on the plan")
+
+
+def test_a_gang_whose_plan_was_lost_after_its_first_bind_is_planned_around_it(
+    faults: Faults, ns: str
+) -> None:
+    # The first answer does not wait for the plan's object: a kill before it lands leaves rank 0
+    # bound with no plan. Here the object is deleted while fabricsched is down, which leaves
+    # the same state behind at the restart.
+    faults.gated_gang(ns, "lost", 4, held={1, 2, 3})
+    first = faults.planned(ns, "lost", bound=1)[0]
+    faults.operator.kill()
+    faults.api.call("DELETE", PLACEMENTS.format(ns=ns) + "/lost")
+    faults.operator.start()
+    for rank in (1, 2, 3):
+        faults.ungate(ns, f"lost-{rank}")
+    placed = wait_for("every rank of lost bound", lambda: (
+        n if all((n := faults.pod_nodes(ns)).values()) and len(n) == 4 else None), timeout=60)
+    assert placed["lost-0"] == first, placed
+    assert {faults.leaf_of[n] for n in placed.values()} == {faults.leaf_of[first]}, placed
+    reasons = wait_for("the plan's status written", lambda: (
+        ((faults.placement(ns, "lost") or {}).get("status") or {}).get("reasons")))
+    assert "planned around ranks 0, bound without a plan" in reasons, reasons
+    faults.no_double_booking()
 
 
 @pytest.mark.parametrize("fault", ["cordoned", "deleted"])

@@ -2,8 +2,9 @@
 
 ``bench/scale_bench.py --quick`` starts its own cluster (``fabricsched cluster up``, kwok nodes),
 ``fabricsched run``, the pass-through server, and goes through every phase: ready, requests of
-each kind, reaction, restart, throughput. This test fails when the run crashes or a phase
-yields no answer; it never compares a time with a bound (speed is the benchmark's to report).
+each kind, reaction, restart, throughput (and its round with the steering stub). This test
+fails when the run crashes or a phase yields no answer; it never compares a time with a bound
+(speed is the benchmark's to report).
 """
 
 from __future__ import annotations
@@ -39,5 +40,5 @@ def test_the_scale_benchmark_runs_through_at_500_nodes(tmp_path: Path) -> None:
     assert result["answers_without_one_node"] == {"single": 0, "planned_member": 0, "new_gang": 0}
     assert set(result["reaction_s"]) == {"decision", "status"}
     assert result["peak_rss_mb"] > 0
-    for scheduler in ("default-scheduler", "fabricsched"):
+    for scheduler in ("default-scheduler", "fabricsched", "steering_stub"):
         assert "pods_per_s" in result["throughput"][scheduler], result["throughput"]

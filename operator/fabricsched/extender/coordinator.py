@@ -172,10 +172,11 @@ class Coordinator:
                 return made
             entry = made
             if entry.size > 1:
-                # Other ranks are held by this plan alone until their pods bind: make it survive
-                # a crash before answering. A single pod's plan is used by this very answer (the
-                # bind holds the node), so its object is written in the background.
-                await self.writer.save_now(entry.key, self.options.save_timeout_s)
+                # Other ranks are held by this plan alone until their pods bind: its object is
+                # created now, not after the coalescing delay, but the answer does not wait for
+                # it (the scheduler's one loop would). A single pod's plan is used by this very
+                # answer (the bind holds the node): its object follows in the background.
+                self.writer.save_soon(entry.key, self.options.save_timeout_s)
         rank = gang.rank if gang.rank is not None else self._assign(entry, pod)
         if rank is None:
             reason = f"all {entry.size} ranks of gang {entry.display} are taken by other pods"
@@ -206,14 +207,6 @@ class Coordinator:
         key = self.owners.key(pod)
         entry = self.book.get(key)
         return self.owners.membership(pod, self._resource(entry.topology if entry is not None else None))
-
-    def _pod_group_uid(self, pod: nodes.PodUsage) -> str:
-        """The UID of the PodGroup the pod names, when the owner cache holds it (for Events)."""
-        try:
-            facts = self.owners.view().pod_group(pod.namespace, pod.pod_group) if pod.pod_group else None
-        except ValueError:  # parsing.Invalid: an unreadable PodGroup has no usable UID
-            facts = None
-        return facts.uid if facts is not None else ""
 
     def _resource(self, topology: ids.TopologyName | None) -> str:
         snapshot = self.state.snapshot(topology) if topology is not None else None
@@ -270,21 +263,32 @@ class Coordinator:
         created: float | None,
     ) -> reservations.Entry | FilterAnswer:
         inputs = self._inputs(snapshot, gang.key)
-        # The scheduler's names as they came: the engine masks its fabric's hosts with them, so
-        # names outside the fabric restrict nothing and need no per-node filtering here.
-        made = planning.plan(inputs, gang, candidates, self.options.placement)
-        if isinstance(made, request.NoFit):
-            self.pending.no_fit(gang, snapshot.name, made)
-            return self._no_fit(gang.key, gang.display, gang.tier, gang.required, made, candidates, pod)
-        held = self._hold(gang, snapshot, made, candidates, pod, created)
-        if isinstance(held, FilterAnswer):
-            return held
-        made = held
-        entry = self.book.reserve(
-            planning.new_entry(gang, snapshot.name, snapshot.fabric, made), self.clock()
-        )
+        bound = self.follower.bound_ranks(gang.key, gang.namespace, gang.size)
+        lost = 0 < len(bound) < gang.size
+        fresh: reservations.Entry | request.NoFit
+        if lost:
+            # Its plan was lost with pods bound (a stop before the object landed, a deletion):
+            # the other ranks go near them, with no locality wait (the gang has started).
+            fresh = planning.around(inputs, gang, snapshot.name, bound, candidates, self.options.placement)
+        else:
+            # The scheduler's names as they came: the engine masks its fabric's hosts with them,
+            # so names outside the fabric restrict nothing and need no per-node filtering here.
+            made = planning.plan(inputs, gang, candidates, self.options.placement)
+            held = made if isinstance(made, request.NoFit) else self._hold(
+                gang, snapshot, made, candidates, pod, created)
+            if isinstance(held, FilterAnswer):
+                return held
+            fresh = held if isinstance(held, request.NoFit) else planning.new_entry(
+                gang, snapshot.name, snapshot.fabric, held)
+        if isinstance(fresh, request.NoFit):
+            self.pending.no_fit(gang, snapshot.name, fresh)
+            return self._no_fit(gang.key, gang.display, gang.tier, gang.required, fresh, candidates, pod)
+        entry = self.book.reserve(fresh, self.clock())
+        if lost:
+            self.follower.track(entry)  # its bound ranks, from the pods
+            entry = self.book.get(entry.key) or entry
         self.writer.submit(entry)
-        self.workloads.remember(entry.key, pod, self._pod_group_uid(pod))
+        self.workloads.remember(entry.key, pod, self.owners.pod_group_uid(pod))
         self.pending.planned(entry, created)
         summary = "; ".join(entry.reasons) or "planned"
         if entry.degraded_path:

@@ -128,8 +128,39 @@ class Follower:
             self.book.reserve(entry, self.clock())
         else:
             self.book.put(entry)
+        self.track(entry)
+        # Queued as this replica's newest word on the gang: the Lease holder writes its status
+        # (the planner may not hold the Lease), and a standby's older queued entry never
+        # outlives the plan it follows now.
+        latest = self.book.get(entry.key)
+        if latest is not None:
+            self.writer.submit(latest)
+
+    def bound_ranks(self, key: ids.GangKey, namespace: str, size: int) -> dict[int, ids.NodeName]:
+        """Ranks of gang ``key`` whose pods are bound and live (the book may have no plan for it:
+        one lost before its object landed, or deleted). A pod with no rank of its own takes the
+        lowest rank left; pods beyond ``size`` are left out."""
+        found: dict[int, ids.NodeName] = {}
+        loose: list[ids.NodeName] = []
+        for pod in self.state.pods_in(namespace).values():
+            if pod.node is None or gangs.pod_ended(pod):
+                continue
+            member, rank = self.member(pod)
+            if member != key:
+                continue
+            if rank is not None and 0 <= rank < size and rank not in found:
+                found[rank] = pod.node
+            else:
+                loose.append(pod.node)
+        free = [r for r in range(size) if r not in found]
+        found.update(zip(free, loose, strict=False))
+        return found
+
+    def track(self, entry: reservations.Entry) -> None:
+        """Follow a gang booked with pods already bound (adopted, or planned around them): its
+        bound ranks re-derived from the pods here."""
         members = self._bound[entry.key] = {}
-        for pod in self.state.pods.values():
+        for pod in self.state.pods_in(entry.namespace).values():
             if pod.active and pod.node is not None:
                 key, rank = self.member(pod)
                 if key == entry.key:
@@ -139,12 +170,6 @@ class Follower:
         booked = self.book.get(entry.key)
         if booked is not None:
             self._sync_bound(booked)
-        # Queued as this replica's newest word on the gang: the Lease holder writes its status
-        # (the planner may not hold the Lease), and a standby's older queued entry never
-        # outlives the plan it follows now.
-        latest = self.book.get(entry.key)
-        if latest is not None:
-            self.writer.submit(latest)
 
     async def restore(self, pending: Callable[[reservations.Entry], None] | None = None) -> None:
         """Rebuild the book from FabricPlacement objects and bound pods (after a restart); every

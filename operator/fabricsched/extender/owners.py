@@ -92,6 +92,14 @@ class OwnerCache:
         self._reads: dict[OwnerId, asyncio.Task[None]] = {}
         self._views: dict[str, _View] = {}
 
+    def pod_group_uid(self, pod: nodes.PodUsage) -> str:
+        """The UID of the PodGroup the pod names, when the cache holds it (for Events)."""
+        try:
+            facts = self.view().pod_group(pod.namespace, pod.pod_group) if pod.pod_group else None
+        except ValueError:  # parsing.Invalid: an unreadable PodGroup has no usable UID
+            facts = None
+        return facts.uid if facts is not None else ""
+
     def view(self, gpu_resource: str = gangs.DEFAULT_GPU_RESOURCE) -> gang_sources.OwnerLookup:
         found = self._views.get(gpu_resource)
         if found is None:

@@ -3,8 +3,8 @@
 ``manifest_of`` and ``entry_of`` convert between a book entry and the object (the pydantic
 models of ``api.placement`` check both ways). ``PlacementWriter`` keeps the writes off the
 request path: decisions ``submit`` an entry and return; a task writes the newest entry of
-each gang. A fresh plan is the exception: its filter call waits (briefly) for the object, so
-a restart right after the first pod binds cannot lose the reservation.
+each gang. A fresh plan's object is created at once (``save_soon``), not after the coalescing
+delay, so its other ranks' reservation survives a restart as soon as possible.
 """
 
 from __future__ import annotations
@@ -180,6 +180,8 @@ class PlacementWriter:
         """Gangs whose object was submitted Pending: their plan replaces it (``save``, not ``create``)."""
         self._locks: dict[ids.GangKey, asyncio.Lock] = {}
         self._wake = asyncio.Event()
+        self._creating: set[asyncio.Task[bool]] = set()
+        """Creates started by ``save_soon`` (held so they are not collected mid-flight)."""
         self.failures = 0
         self.dropped = 0
         """Writes dropped because the gang's namespace was gone."""
@@ -204,6 +206,15 @@ class PlacementWriter:
     @property
     def pending(self) -> int:
         return len(self._pending)
+
+    def save_soon(self, key: ids.GangKey, timeout_s: float) -> None:
+        """Start creating the gang's object now, without waiting for it (``save_now`` in a
+        task): the answer that made the plan is not held up by the API round trip. A crash
+        before it lands loses the plan, not the gang: the next pod's plan is made around the
+        ranks already bound (``Coordinator._plan``)."""
+        task = asyncio.get_running_loop().create_task(self.save_now(key, timeout_s))
+        self._creating.add(task)
+        task.add_done_callback(self._creating.discard)
 
     async def save_now(self, key: ids.GangKey, timeout_s: float) -> bool:
         """Create the gang's object now (its spec: the plan, which is what a restarted
@@ -282,6 +293,8 @@ class PlacementWriter:
             return
 
         async def _all() -> None:
+            if self._creating:  # a new plan's create first: the status write follows it
+                await asyncio.gather(*list(self._creating), return_exceptions=True)
             for key in list(self._pending):
                 await self._write(key)
 

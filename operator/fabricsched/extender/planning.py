@@ -163,6 +163,26 @@ def replan(
     )
 
 
+def around(
+    inputs: Inputs,
+    gang: gangs.GangIdentity,
+    topology: ids.TopologyName,
+    bound: Mapping[int, ids.NodeName],
+    candidates: Collection[ids.NodeName],
+    options: request.PlacementOptions,
+) -> reservations.Entry | request.NoFit:
+    """A plan for a gang some of whose pods are bound already (``bound``: rank -> node) while
+    no plan holds them: the other ranks move by the ``replan`` rule, near the bound ones. The
+    bound pods are usage in the snapshot already, so ``inputs`` reserve nothing for them."""
+    placed = tuple(bound.get(r) for r in range(gang.size))
+    start = replace(entry_for(gang, topology, placed), bound=dict(bound))
+    made = replan(inputs, start, [r for r in range(gang.size) if r not in bound], candidates, options)
+    if isinstance(made, request.NoFit):
+        return made
+    ranks_bound = ", ".join(str(r) for r in sorted(bound))
+    return replace(made, reasons=(f"planned around ranks {ranks_bound}, bound without a plan", *made.reasons))
+
+
 def _areas(
     fab: fabric.Fabric, staying: Sequence[ids.NodeName], part: request.GangRequest, usable: set[ids.NodeName]
 ) -> list[set[ids.NodeName]]:

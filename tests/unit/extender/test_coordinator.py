@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
+from typing import Any
 
 from extender_harness import Harness, fabric_nodes, leaf_of
 
@@ -256,3 +258,45 @@ def test_the_warm_up_before_ready_reserves_and_writes_nothing_and_the_first_plan
     cold = Harness(fabric_nodes())
     cold.coordinator.ready = True  # decisions without restore(): no warm-up
     assert run_gang(warmed, "a", 4) == run_gang(cold, "a", 4)
+
+
+def test_a_new_gangs_answer_does_not_wait_for_its_object_which_is_created_at_once() -> None:
+    h = Harness(fabric_nodes())
+    h.restore()
+    uid = h.job("a", 4)
+    manifest = h.pod("a", uid, 0).build()
+
+    async def scenario() -> None:
+        gate = asyncio.Event()
+        create = h.store.create
+
+        async def slow_create(body: dict[str, Any]) -> None:
+            await gate.wait()  # the API server is slow: the answer must not wait for it
+            await create(body)
+
+        h.store.create = slow_create  # type: ignore[method-assign]
+        answer = await h.coordinator.filter(manifest, list(h.state.nodes))
+        assert len(answer.passed) == 1 and h.store.objects == {}
+        gate.set()
+        for _ in range(10):  # created by its own task, well before the 250 ms coalescing delay
+            await asyncio.sleep(0)
+        assert ("train", "a") in h.store.objects
+
+    h.run(scenario())
+
+
+def test_a_gang_whose_plan_was_lost_is_planned_around_its_bound_ranks(harness: Harness) -> None:
+    # Rank 0 bound, but no plan was kept (fabricsched stopped before its object landed): the
+    # other ranks are planned next to it, and its node is not reserved a second time.
+    uid = harness.job("a", 4)
+    harness.bind(harness.pod("a", uid, 0), "l3-h1")
+    answer = harness.filter(harness.pod("a", uid, 1))
+    (entry,) = harness.book.entries()
+    assert dict(entry.bound) == {0: "l3-h1"} and entry.ranks[0] == "l3-h1"
+    assert "planned around ranks 0, bound without a plan" in entry.reasons
+    assert "l3-h1" not in harness.book.reserved_gpus()
+    placed = [answer.passed[0]] + [harness.place(harness.pod("a", uid, r)) for r in (2, 3)]
+    assert placed[0] == entry.ranks[1] and {leaf_of(n) for n in placed} == {"l3"}
+    assert len({"l3-h1", *placed}) == 4
+    stored = harness.store.get("train", "a")
+    assert {r["rank"]: r["node"] for r in stored["spec"]["ranks"]}[0] == "l3-h1"

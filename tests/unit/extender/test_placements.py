@@ -94,6 +94,21 @@ def test_only_the_newest_entry_of_a_gang_is_written_and_failures_are_retried() -
     assert writer.failures == 1
 
 
+def test_save_soon_creates_without_waiting_and_flush_lets_it_land_first() -> None:
+    store = MemoryStore()
+    writer = placements.PlacementWriter(store, reservations.Book(reservations.BookOptions()))
+    fresh = entry(phase=api.PlacementPhase.RESERVED, bound={})
+
+    async def scenario() -> None:
+        writer.submit(fresh)
+        writer.save_soon(fresh.key, 1.0)
+        assert store.objects == {}  # nothing written before the caller yields
+        await writer.flush(1.0)
+        assert store.get("train", "b")["status"]["phase"] == "Reserved" and writer.pending == 0
+
+    asyncio.run(scenario())
+
+
 def test_a_new_plan_is_created_at_once_and_its_status_follows_in_the_background() -> None:
     store = MemoryStore()
     writer = placements.PlacementWriter(store, reservations.Book(reservations.BookOptions()))
