@@ -37,6 +37,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
 import subprocess
 import sys
 import tempfile
@@ -134,14 +135,21 @@ class Size:
         self.n = nodes
         self.args = args
         self.root = root / f"n{nodes}"
-        self.ports = processes.free_ports(3)
+        # Held (bound) until the cluster is up: its own components pick free ports too, and
+        # one of them once took the extender's port between this choice and its use.
+        self._held = [_bound() for _ in range(3)]
+        self.ports = [h.getsockname()[1] for h in self._held]
         self.extender = f"127.0.0.1:{self.ports[0]}"
         self.result: dict[str, Any] = {"nodes": nodes}
         self.names = [m["metadata"]["name"] for m in cl.node_manifests(nodes)]
 
     def run(self) -> dict[str, Any]:
         t0 = time.monotonic()
-        kubeconfig = cl.cluster_up(self.root, self.n, f"http://{self.extender}", self.args.timeout)
+        try:
+            kubeconfig = cl.cluster_up(self.root, self.n, f"http://{self.extender}", self.args.timeout)
+        finally:
+            for held in self._held:
+                held.close()
         passthrough = subprocess.Popen([sys.executable, str(Path(__file__).with_name("scale_wire.py")),
                                         "--passthrough", f"127.0.0.1:{self.ports[2]}"])
         operator: Operator | None = None
@@ -371,6 +379,13 @@ class Size:
         cl.clean(self.api, ns)
         cl.settle(self.api, (ns,), args.timeout)
         return result
+
+
+def _bound() -> socket.socket:
+    """A loopback socket bound to a free port (not listening): no other process gets the port."""
+    held = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    held.bind(("127.0.0.1", 0))
+    return held
 
 
 def median_round(rounds: Sequence[dict[str, Any]]) -> dict[str, Any]:

@@ -298,3 +298,21 @@ def test_probes_and_metrics_answer(operator: Operator, topology: Callable[..., s
     assert code == 200
     assert 'fabricsched_state_objects{kind="nodes"}' in text
     assert f'fabricsched_status_writes_total{{outcome="written",topology="{name}"}}' in text
+
+
+def test_an_extender_address_in_use_stops_the_process_with_the_reason(
+    cluster: Any, crds: None, tmp_path: Path
+) -> None:
+    # A companion that fails (here the extender, which cannot listen) must not leave a process
+    # that looks healthy but answers no scheduler.
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        argv = [sys.executable, "-m", "fabricsched.cli", "run", "--kubeconfig", str(cluster.kubeconfig),
+                "--health-address", f"127.0.0.1:{free_port()}", "--extender-address", f"127.0.0.1:{port}"]
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert "fabricsched run: error: extender: OSError" in done.stderr, done.stderr[-2000:]
+    assert str(port) in done.stderr.splitlines()[-1], done.stderr[-2000:]

@@ -216,10 +216,11 @@ def _run(args: argparse.Namespace) -> int:
     logs.configure(options.log_format, args.verbose)
     # Imported here: kopf is heavy and `fabricsched --help` should stay quick.
     from fabricsched.app import process
+    from fabricsched.controller import running
 
     try:
         asyncio.run(process.serve(options))
-    except kube.KubeconfigError as e:
+    except (kube.KubeconfigError, running.CompanionFailed) as e:
         print(f"fabricsched run: error: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

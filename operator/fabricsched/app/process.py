@@ -53,6 +53,7 @@ def companions(
         readiness=(extender,),
         kopf_parts=webhook_parts(webhook),
         leading=elector.leading if elector is not None else None,
+        optional=frozenset({"dashboard"}),  # a page that cannot listen costs no decision
     )
 
 

@@ -43,6 +43,11 @@ KopfPart = Callable[[kopf.OperatorRegistry, kopf.OperatorSettings], None]
 """Registers handlers on the operator's kopf registry and adjusts its settings."""
 
 
+class CompanionFailed(RuntimeError):
+    """A companion stopped with an error (the extender could not listen on its address, say):
+    the process stops with it rather than serve without it."""
+
+
 @dataclass(frozen=True)
 class Companions:
     """What the composition root adds to the operator's run."""
@@ -57,6 +62,9 @@ class Companions:
     """Parts that must be ready for ``/readyz`` besides the state's initial listings."""
     kopf_parts: Sequence[KopfPart] = ()
     """Parts that add their own handlers and settings to kopf's (the admission webhook)."""
+    optional: frozenset[str] = frozenset()
+    """Names of ``tasks`` whose failure is logged only (the fabric page); any other stops the
+    process (``CompanionFailed``)."""
     leading: Callable[[], bool] | None = None
     """Whether this replica writes status and Events (``election.LeaseElector.leading``);
     None: a single replica, always."""
@@ -114,14 +122,20 @@ async def serve(rt: runtime.Runtime, companions: Companions,
     ]
     health_runner = await health_server.start(rt, companions.readiness)
     logger.info("health, readiness and metrics on http://%s", rt.options.health_address)
-    background += [asyncio.create_task(start(), name=name) for name, start in companions.tasks.items()]
+    stopping = asyncio.Event()
+    failures: list[str] = []
+    for name, start in companions.tasks.items():
+        reported = None if name in companions.optional else failures
+        background.append(asyncio.create_task(_guarded(name, start, reported, stopping), name=name))
+    if stop_flag is not None:
+        background.append(asyncio.create_task(_relay(stop_flag, stopping), name="stop flag"))
     try:
         await kopf.operator(
             registry=registry,
             settings=settings,
             standalone=True,
             clusterwide=True,
-            stop_flag=stop_flag,
+            stop_flag=stopping,  # a signal stops kopf too: it handles SIGINT and SIGTERM itself
             memo=kopf.Memo(runtime=rt),
         )
     finally:
@@ -136,3 +150,28 @@ async def serve(rt: runtime.Runtime, companions: Companions,
         await health_runner.cleanup()
         await asyncio.to_thread(rt.api.close)
         logger.info("stopped")
+    if failures:
+        raise CompanionFailed("; ".join(failures))
+
+
+async def _guarded(name: str, start: Callable[[], Companion], failures: list[str] | None,
+                   stopping: asyncio.Event) -> None:
+    """Run a companion; if it fails, say so and, unless it is optional (``failures`` None),
+    stop the whole process: a task that failed unseen would leave, say, a process that is
+    healthy but answers no scheduler."""
+    try:
+        await start()
+    except asyncio.CancelledError:
+        raise
+    except Exception as e:
+        if failures is None:
+            logger.exception("%s stopped with an error; fabricsched goes on without it", name)
+            return
+        logger.exception("%s stopped with an error; stopping fabricsched", name)
+        failures.append(f"{name}: {type(e).__name__}: {str(e)[:300]}")
+        stopping.set()
+
+
+async def _relay(source: asyncio.Event, target: asyncio.Event) -> None:
+    await source.wait()
+    target.set()

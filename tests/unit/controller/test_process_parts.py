@@ -103,3 +103,21 @@ def test_health_endpoints_answer_and_readiness_follows_the_sync(tmp_path: Path) 
     assert [(p, s) for p, s, _ in seen] == [("/healthz", 200), ("/readyz", 503), ("/readyz", 200),
                                            ("/metrics", 200)]
     assert 'fabricsched_state_objects{kind="nodes"} 0.0' in seen[-1][2]
+
+
+def test_a_failed_companion_stops_the_process_unless_it_is_optional() -> None:
+    from fabricsched.controller import running  # kopf-heavy: only this test needs it
+
+    async def fails() -> None:
+        raise OSError("address already in use: 127.0.0.1:8888")
+
+    async def run(optional: bool) -> tuple[list[str], bool]:
+        stopping = asyncio.Event()
+        failures: list[str] = []
+        await running._guarded("extender", fails, None if optional else failures, stopping)
+        return failures, stopping.is_set()
+
+    failures, stopped = asyncio.run(run(optional=False))
+    assert stopped
+    assert failures == ["extender: OSError: address already in use: 127.0.0.1:8888"]
+    assert asyncio.run(run(optional=True)) == ([], False)
