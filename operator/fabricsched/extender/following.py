@@ -4,7 +4,9 @@ Where it sits in the flow: the cluster state's subscription (``ports.changes.Cha
 ``Follower.on_change`` -> a bound pod marks its rank bound, an ended pod frees it, a finished
 or deleted Job releases its gang's plan -> every changed entry is submitted to the
 FabricPlacement writer. ``housekeeping`` (every second) expires idle reservations and releases
-gangs without a Job once all their pods ended; ``restore`` rebuilds the book after a restart.
+gangs without a Job once all their pods ended (told by the pods' ends, and checked again every
+``SWEEP_S`` for each such gang, so a missed event cannot keep GPUs reserved); ``restore``
+rebuilds the book after a restart.
 
 Every call runs on the event loop thread, as the cluster state requires.
 """
@@ -22,6 +24,10 @@ from fabricsched.ports import changes, jobs
 from fabricsched.topology import nodes
 
 logger = logging.getLogger(__name__)
+
+SWEEP_S = 10.0
+"""How often every gang without a Job is checked for a pod left, whatever pod event was
+missed: such a gang has nothing else (no Job's end) to release it."""
 
 
 class Follower:
@@ -47,6 +53,10 @@ class Follower:
         """Live bound pods of gangs in the book: pod UID -> (own rank, node)."""
         self._ended_check: set[ids.GangKey] = set()
         """Gangs without a Job that lost a pod: released at the next housekeeping if none is left."""
+        self._next_sweep = clock() + SWEEP_S
+        self._swept: set[ids.GangKey] = set()
+        """Gangs without a Job at the last sweep: checked at the next one (a plan is at least a
+        sweep old, so a pod the watch has not delivered yet is never taken for a gone one)."""
 
     def on_change(self, change: changes.Change) -> None:
         """The state's subscription callback: quick, synchronous, never raises."""
@@ -109,14 +119,28 @@ class Follower:
 
     def housekeeping(self) -> None:
         """Expire idle reservations; release gangs without a Job once all their pods ended."""
-        for entry in self.book.expire(self.clock()):
+        now = self.clock()
+        for entry in self.book.expire(now):
             self.writer.submit(entry)
-        if self._ended_check:
-            waiting, self._ended_check = self._ended_check, set()
-            live = {self.member(p)[0] for p in self.state.pods.values() if not gangs.pod_ended(p)}
-            for key in waiting:
-                if key not in live:
-                    self.release(key, "all pods ended")
+        if now >= self._next_sweep:
+            self._next_sweep = now + SWEEP_S
+            jobless = {e.key for e in self.book.entries() if not e.job_name}
+            self._ended_check |= jobless & self._swept
+            self._swept = jobless
+        if not self._ended_check:
+            return
+        waiting, self._ended_check = self._ended_check, set()
+        entries = [e for key in waiting if (e := self.book.get(key)) is not None]
+        # Only the pods of their namespaces: a gang's pods share its namespace.
+        live = {
+            self.member(p)[0]
+            for namespace in {e.namespace for e in entries}
+            for p in self.state.pods_in(namespace).values()
+            if not gangs.pod_ended(p)
+        }
+        for entry in entries:
+            if entry.key not in live:
+                self.release(entry.key, "all pods ended")
 
     def adopt(self, entry: reservations.Entry) -> None:
         """A plan another replica's extender made (the FabricPlacement watch, ``mirroring``),

@@ -106,8 +106,10 @@ class ApiPlacementStore:
         if isinstance(generation, int):
             # Kept after a release too (``_known`` is not): late watch events of a gang this
             # replica released must not bring its plan back.
-            self._generations.pop(key, None)
-            self._generations[key] = max(generation, self._generations.get(key, 0))
+            # Popped and set again: the key moves to the end, so the oldest is forgotten first.
+            # The highest generation stays: an object read back (an older memory, or the other
+            # replica's) must not make an echo of this replica's newer write look foreign.
+            self._generations[key] = max(generation, self._generations.pop(key, 0))
             if len(self._generations) > MAX_REMEMBERED:
                 del self._generations[next(iter(self._generations))]
 

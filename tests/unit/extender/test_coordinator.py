@@ -177,6 +177,29 @@ def test_a_lone_pod_is_released_when_it_ends(harness: Harness) -> None:
     assert len(harness.book) == 0
 
 
+def test_a_gang_without_a_job_whose_pod_deletions_went_unseen_is_released_by_the_sweep(
+    harness: Harness,
+) -> None:
+    from builders import make_pod
+    from fabricsched.extender import following
+
+    pods = [make_pod(f"g-{r}", "train").gang("g", 2).gpus(8).scheduler("fabricsched") for r in range(2)]
+    for pod in pods:
+        harness.state.apply_pod(pod.build())  # the gang is planned once all its pods exist
+    harness.place(pods[0])
+    assert len(harness.book) == 1
+    # The pods go while the book does not hear of it (an event lost on the way, say).
+    harness.state._subscribers.remove(harness.coordinator.on_change)
+    for pod in pods:
+        harness.state.delete_pod("train", pod.build()["metadata"]["name"])
+    harness.coordinator.housekeeping()
+    assert len(harness.book) == 1  # nothing told it yet
+    for _ in range(2):  # a plan is checked at the second sweep that sees it
+        harness.clock.advance(following.SWEEP_S)
+        harness.coordinator.housekeeping()
+    assert len(harness.book) == 0 and harness.book.reserved_gpus() == {}
+
+
 def test_reservations_survive_a_restart_and_bound_ranks_are_rederived(harness: Harness) -> None:
     uid = harness.job("a", 4)
     placed = [harness.place(harness.pod("a", uid, r)) for r in range(2)]

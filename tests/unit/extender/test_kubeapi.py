@@ -148,3 +148,11 @@ def test_releasing_a_plan_whose_object_is_gone_creates_nothing() -> None:
     fake.fail["replace"] = 404
     asyncio.run(made.save(released))
     assert "create" not in fake.calls
+
+
+def test_an_object_read_back_at_an_older_generation_never_uncovers_a_newer_own_write() -> None:
+    made = store(FakeObjects())
+    made._remember(("train", "a"), {"metadata": {"generation": 3}})
+    made._remember(("train", "a"), {"metadata": {"generation": 1}})  # a read of an older version
+    assert made.covers("train", "a", 3)
+    assert not made.covers("train", "a", 4)
