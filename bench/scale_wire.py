@@ -5,13 +5,14 @@
 
 - ``Caller``: POSTs ``/filter`` then ``/prioritize`` as the kube-scheduler does with
   ``nodeCacheCapable: true`` (``{"Pod": ..., "NodeNames": [...]}``; prioritize gets the names
-  the filter passed) over one kept-alive connection, and times both together.
+  the filter passed, and only when more than one passed: with one node left the scheduler
+  binds it without scoring) over one kept-alive connection, and times both together.
 - the pass-through server: parses each body as the extender does (aiohttp + JSON) and answers
   every node passed, every score 0, in the same wire format; its latency is the floor any
   extender in Python pays for HTTP and JSON of that size. It runs as its own process, like
   ``fabricsched run``, so both get a core of their own to the same extent.
-- the steering stub (``--steer``): answers the first node passed and fails every other one
-  with a reason as long as the extender's, deciding nothing. Put in the extender's place for
+- the steering stub (``--steer``): answers the first node passed and names no other, as the
+  extender answers a pod it steers, deciding nothing. Put in the extender's place for
   a throughput round, it is the ceiling of any extender that steers each pod to one node:
   what is left is the scheduler's own work, HTTP and JSON.
 """
@@ -56,7 +57,7 @@ class Caller:
         started = time.perf_counter()
         answer = self._post("/filter", body)
         passed = list(answer.get("NodeNames") or [])
-        if passed:
+        if len(passed) > 1:  # one node left: the scheduler skips scoring (schedulePod)
             self._post("/prioritize", json.dumps({"Pod": pod, "NodeNames": passed}).encode())
         seconds = time.perf_counter() - started
         return Answer(seconds, passed, answer.get("FailedNodes") or {}, answer.get("Error") or "")
@@ -65,17 +66,13 @@ class Caller:
         self._conn.close()
 
 
-STEER_REASON = "outside gang tp-fabricsched/b-0's leaf s00-l00"
-"""The stub's reason for every other node: the length of the extender's own."""
-
-
 def serve_passthrough(address: str, steer: bool = False) -> None:
     from aiohttp import web  # the bench's client side needs no aiohttp
 
     async def filter_(request: web.Request) -> web.Response:
         names = json.loads(await request.read()).get("NodeNames") or []
-        passed, failed = (names[:1], dict.fromkeys(names[1:], STEER_REASON)) if steer else (names, {})
-        return web.json_response({"NodeNames": passed, "FailedNodes": failed,
+        passed = names[:1] if steer else names
+        return web.json_response({"NodeNames": passed, "FailedNodes": {},
                                   "FailedAndUnresolvableNodes": {}, "Error": ""})
 
     async def prioritize(request: web.Request) -> web.Response:

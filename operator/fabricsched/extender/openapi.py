@@ -55,7 +55,7 @@ def document() -> dict[str, Any]:
             "/filter": {
                 "post": {
                     "operationId": "filter",
-                    "summary": "Keep the node planned for the pod's rank; say why every other node fails.",
+                    "summary": "Keep only the rank's planned node; with none left, say why for every node.",
                     "requestBody": {"required": True, "content": {"application/json": {"schema": args}}},
                     "responses": {
                         "200": _response("Filter result.", ref(wire.ExtenderFilterResult, "serialization")),

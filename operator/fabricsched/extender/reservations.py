@@ -146,12 +146,6 @@ class Book:
                     totals[node] = totals.get(node, 0) + entry.gpus_per_pod
         return totals
 
-    def holders(self, node: ids.NodeName, exclude: ids.GangKey | None = None) -> list[Entry]:
-        """Gangs holding unbound ranks on ``node`` (for the "reserved for gang ..." reason)."""
-        if node not in self._reserved:
-            return []
-        return [e for e in self._entries.values() if e.key != exclude and any(n == node for _, n in e.held())]
-
     # --- changing -----------------------------------------------------------------------
 
     def put(self, entry: Entry) -> Entry:
