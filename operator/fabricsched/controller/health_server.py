@@ -3,7 +3,8 @@
 - /healthz: the process and its event loop answer (liveness: restart only a hung process).
 - /readyz: the initial listings of nodes, pods, Jobs and FabricTopologies are applied, and
   every other part given (``views.Readiness``: the extender, once its reservations are
-  restored) is ready; before that the state is partial, and so would be any placement.
+  restored; the status reporter, after its first pass) is ready; before that the state is
+  partial, and so would be any placement.
 - /metrics: Prometheus text format of the process's registry.
 """
 

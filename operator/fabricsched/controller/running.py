@@ -98,7 +98,7 @@ async def serve(rt: runtime.Runtime, companions: Companions,
     """Run the operator and its companions until a signal or ``stop_flag``."""
     status_reporter = reporter.StatusReporter(
         rt.state, kube.status_writer(rt.api), rt.clock, rt.metrics, rt.options.status_interval_s,
-        reserved=companions.reserved, gangs=companions.gangs,
+        reserved=companions.reserved, gangs=companions.gangs, after=companions.readiness,
     )
     if companions.leading is not None:
         status_reporter.leading = rt.recorder.leading = companions.leading
@@ -120,7 +120,7 @@ async def serve(rt: runtime.Runtime, companions: Companions,
         asyncio.create_task(telemetry_feed.run(rt), name="telemetry"),
         *(asyncio.create_task(f.follow(), name=f"watch {f.kind.name}s") for f in followers),
     ]
-    health_runner = await health_server.start(rt, companions.readiness)
+    health_runner = await health_server.start(rt, [*companions.readiness, status_reporter])
     logger.info("health, readiness and metrics on http://%s", rt.options.health_address)
     stopping = asyncio.Event()
     failures: list[str] = []

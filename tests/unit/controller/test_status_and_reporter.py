@@ -173,3 +173,38 @@ def test_health_changes_become_events_on_the_topology(synced: Harness, condition
                                       "name": "ib", "uid": "uid-ib"}
     assert (body["reason"], body["type"]) == (reason, kind)
     assert str(body["message"]).startswith(text)
+
+
+class Part:
+    """A ``views.Readiness`` the test switches."""
+
+    def __init__(self) -> None:
+        self.reason: str | None = "restoring"
+
+    def not_ready(self) -> str | None:
+        return self.reason
+
+
+def test_the_first_status_pass_waits_for_the_other_parts_and_ready_waits_for_it(harness: Harness) -> None:
+    # The first pass builds every status at once: done before /readyz, not under the first requests.
+    harness.state.apply_topology("ib", topology_body())
+    api = FakeApi()
+    extender = Part()
+    rep = reporter.StatusReporter(harness.state, api.write, harness.clock, metrics.Metrics(),
+                                  interval_s=1.0, after=[extender])
+
+    async def scenario() -> list[tuple[str | None, int]]:
+        task = asyncio.create_task(rep.run())
+        seen = []
+        for step in ("listing", "restoring", "ready"):
+            if step == "restoring":
+                harness.state.mark_synced()
+            if step == "ready":
+                extender.reason = None
+            await asyncio.sleep(0.5)
+            seen.append((rep.not_ready(), api.writes))
+        task.cancel()
+        return seen
+
+    waiting = "the first FabricTopology status pass is not done"
+    assert asyncio.run(scenario()) == [(waiting, 0), (waiting, 0), (None, 1)]
