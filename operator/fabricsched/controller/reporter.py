@@ -23,6 +23,10 @@ from fabricsched.ports import changes, errors, notices, views
 
 logger = logging.getLogger(__name__)
 
+FIRST_PASS_WAIT_S = 30.0
+"""Longest the first pass waits for the other parts (a restore retrying while the API server
+is away): past it, status is written without them rather than not at all."""
+
 WriteStatus = Callable[[str, Mapping[str, Any]], None]
 """Replace the status of the named FabricTopology (sync). Raises ``errors.NotFound`` when it no
 longer exists (deleted between computing and writing), another ``errors.ApiError`` otherwise."""
@@ -59,6 +63,7 @@ class StatusReporter:
         self._after = after
         """Parts whose readiness the first pass waits for (the extender: its reservations count)."""
         self._first_done = False
+        self._waiting_since: float | None = None
 
     def not_ready(self) -> str | None:
         """``views.Readiness``: the first pass (a whole status per FabricTopology, tens of ms
@@ -84,7 +89,12 @@ class StatusReporter:
             await asyncio.sleep(max(0.05, self.interval_s - (self._clock() - started)))
 
     def _can_start(self) -> bool:
-        return self._state.synced and all(part.not_ready() is None for part in self._after)
+        if not self._state.synced:
+            return False
+        now = self._clock()
+        self._waiting_since = self._waiting_since if self._waiting_since is not None else now
+        waited_out = now - self._waiting_since >= FIRST_PASS_WAIT_S
+        return waited_out or all(part.not_ready() is None for part in self._after)
 
     async def report_once(self) -> int:
         """One pass: apply due recoveries, then write changed statuses. Returns writes made."""

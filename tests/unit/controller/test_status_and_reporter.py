@@ -208,3 +208,21 @@ def test_the_first_status_pass_waits_for_the_other_parts_and_ready_waits_for_it(
 
     waiting = "the first FabricTopology status pass is not done"
     assert asyncio.run(scenario()) == [(waiting, 0), (waiting, 0), (None, 1)]
+
+
+def test_the_first_status_pass_does_not_wait_for_the_other_parts_forever(synced: Harness) -> None:
+    # A restore retrying while the API server is away must not keep status unwritten.
+    api = FakeApi()
+    rep = reporter.StatusReporter(synced.state, api.write, synced.clock, metrics.Metrics(),
+                                  interval_s=1.0, after=[Part()])
+
+    async def scenario() -> list[int]:
+        task = asyncio.create_task(rep.run())
+        await asyncio.sleep(0.3)
+        before = api.writes
+        synced.clock.advance(reporter.FIRST_PASS_WAIT_S)
+        await asyncio.sleep(0.5)
+        task.cancel()
+        return [before, api.writes]
+
+    assert asyncio.run(scenario()) == [0, 1]

@@ -39,7 +39,8 @@ def test_a_steered_pod_passes_its_ranks_node_alone_and_names_no_other(harness: H
     answer = harness.filter(harness.pod("b", uid, 0))
     (target,) = answer.passed
     assert answer.failed == {} and answer.unresolvable == {} and not answer.error
-    assert harness.book.get(next(e.key for e in harness.book.entries())).ranks[0] == target
+    (entry,) = harness.book.entries()
+    assert entry.ranks[0] == target
 
 
 def test_ranks_follow_the_fabric_and_change_leaf_once_for_a_two_leaf_gang(harness: Harness) -> None:
