@@ -44,6 +44,9 @@ class ApiPlacementStore:
         """(namespace, name) -> the highest generation this replica wrote (``covers``)."""
         self._writing: set[tuple[str, str]] = set()
         """Objects with a write in flight (their watch events may overtake the answer)."""
+        self.listed_version: str | None = None
+        """The resourceVersion of the last ``load``: the FabricPlacement watch starts there, so
+        the objects the restore has just read are not listed (and delivered) a second time."""
         # Threads of its own: a plan's write, which a filter call waits for, must not queue
         # behind Event posts and Job reads in the loop's default executor.
         self._threads = futures.ThreadPoolExecutor(max_workers=WRITE_THREADS, thread_name_prefix="placement")
@@ -52,8 +55,11 @@ class ApiPlacementStore:
         listed = await asyncio.to_thread(
             errors.call, self._api.list_cluster_custom_object, api.GROUP, api.VERSION, api.PLURAL
         )
-        items = listed.get("items") if isinstance(listed, dict) else None
-        return list(items or [])
+        if not isinstance(listed, dict):
+            return []
+        version = (listed.get("metadata") or {}).get("resourceVersion")
+        self.listed_version = str(version) if version else None
+        return list(listed.get("items") or [])
 
     async def create(self, manifest: dict[str, Any]) -> None:
         async with self._in_flight(manifest):

@@ -52,7 +52,8 @@ class PlacementFeed(Protocol):
     """FabricPlacement objects as they change (``mirroring.ApiPlacementFeed``)."""
 
     async def follow(self, on_event: Callable[[str, dict[str, Any]], None]) -> None:
-        """Every object (``ADDED``), then every change, to ``on_event`` until cancelled."""
+        """Every change since the restore's listing (without one: every object, ``ADDED``,
+        first) to ``on_event`` until cancelled."""
         ...
 
     def covers(self, namespace: str, name: str, generation: int) -> bool:

@@ -221,7 +221,8 @@ def on_api(
         state, store, kubeapi.ApiJobFetcher(api_client), recorder, clock, options, registry,
         owners.ApiOwnerFetcher(api_client), pod_identity.ApiPodLookup(api_client),
         wakeup.ApiNudger(api_client, options.wake_namespace) if options.wake_namespace else None,
-        leading=leading, feed=mirroring.ApiPlacementFeed(api_client, store.covers),
+        leading=leading,
+        feed=mirroring.ApiPlacementFeed(api_client, store.covers, since=lambda: store.listed_version),
     )
 
 

@@ -51,6 +51,10 @@ class FakeObjects:
     def patch_namespaced_custom_object_status(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
         return self._answer("patch-status")
 
+    def list_cluster_custom_object(self, *args: Any) -> dict[str, Any]:
+        self.calls.append("list")
+        return {"metadata": {"resourceVersion": "12"}, "items": [MANIFEST]}
+
 
 def store(fake: FakeObjects) -> kubeapi.ApiPlacementStore:
     made = kubeapi.ApiPlacementStore(client.ApiClient())
@@ -71,6 +75,13 @@ def test_a_failed_write_leaves_as_a_typed_error(status: int, kind: type[errors.A
     with pytest.raises(kind) as raised:
         asyncio.run(store(FakeObjects({"create": status})).save(MANIFEST))
     assert isinstance(raised.value.__cause__, exceptions.ApiException)
+
+
+def test_a_load_keeps_the_version_it_listed_at_for_the_watch_to_start_from() -> None:
+    made = store(FakeObjects())
+    assert made.listed_version is None
+    assert asyncio.run(made.load()) == [MANIFEST]
+    assert made.listed_version == "12"
 
 
 class FakeJobs:

@@ -9,9 +9,13 @@ with the echo of an older write.
 from __future__ import annotations
 
 import copy
+import json
+import threading
+from collections.abc import Iterator
 from typing import Any
 
 from extender_harness import Harness, fabric_nodes
+from kubernetes import client
 
 from fabricsched.extender import mirroring
 
@@ -116,3 +120,63 @@ def test_a_late_echo_of_its_own_write_never_brings_a_released_gang_back() -> Non
     assert len(a.book) == 0
     own.on_event("MODIFIED", stale)  # the watch delivers the Reserved write after the release
     assert len(a.book) == 0 and own.adopted == 0
+
+
+class FakeListings:
+    """``list_cluster_custom_object`` as the feed calls it: a listing at version 7, or (watch)
+    a stream of one MODIFIED event. Records what was asked."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str | None]] = []
+
+    def list_cluster_custom_object(self, group: str, version: str, plural: str, **kwargs: Any) -> Any:
+        """:return: object"""
+        if not kwargs.get("watch"):
+            self.calls.append(("list", None))
+            return {"metadata": {"resourceVersion": "7"}, "items": [{"metadata": {"name": "listed"}}]}
+        self.calls.append(("watch", kwargs.get("resource_version")))
+        changed = {"metadata": {"name": "changed", "resourceVersion": "9"}}
+        line = json.dumps({"type": "MODIFIED", "object": changed})
+        return _Stream(line.encode() + b"\n")
+
+
+class _Stream:
+    status = 200
+
+    def __init__(self, body: bytes) -> None:
+        self.body = body
+
+    def stream(self, amt: int | None = None, decode_content: bool = False) -> Iterator[bytes]:
+        yield self.body
+
+    def close(self) -> None: ...
+
+    def release_conn(self) -> None: ...
+
+
+def follow_until_changed(since: str | None) -> tuple[FakeListings, list[tuple[str, str]]]:
+    feed = mirroring.ApiPlacementFeed(client.ApiClient(), lambda *_: False, since=lambda: since)
+    fake = FakeListings()
+    feed._api = fake  # type: ignore[assignment]
+    stop = threading.Event()
+    delivered: list[tuple[str, str]] = []
+
+    def deliver(kind: str, obj: dict[str, Any]) -> None:
+        delivered.append((kind, obj["metadata"]["name"]))
+        if kind == "MODIFIED":
+            stop.set()
+
+    feed._stream(deliver, stop)
+    return fake, delivered
+
+
+def test_the_watch_starts_where_the_restore_listed_without_listing_again() -> None:
+    fake, delivered = follow_until_changed(since="42")
+    assert fake.calls == [("watch", "42")]
+    assert delivered == [("MODIFIED", "changed")]
+
+
+def test_without_a_restore_listing_the_feed_lists_first_and_watches_from_there() -> None:
+    fake, delivered = follow_until_changed(since=None)
+    assert fake.calls == [("list", None), ("watch", "7")]
+    assert delivered == [("ADDED", "listed"), ("MODIFIED", "changed")]
