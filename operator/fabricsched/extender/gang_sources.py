@@ -201,7 +201,7 @@ def gang_key(pod: nodes.PodUsage, lookup: OwnerLookup) -> ids.GangKey:
     process: identify, membership, prioritize, bind tracking and restore all use it."""
     labels = pod.labels
     if gangs.GANG_LABEL in labels:
-        return gangs.membership(pod)[0]
+        return gangs.key_of(pod)
     group = pod.pod_group
     if group:
         try:
@@ -216,7 +216,7 @@ def gang_key(pod: nodes.PodUsage, lookup: OwnerLookup) -> ids.GangKey:
         return _training_key(pod)
     if labels.get(LWS_NAME):
         return _lws_key(pod)[0]
-    return gangs.membership(pod)[0]
+    return gangs.key_of(pod)
 
 
 def membership(pod: nodes.PodUsage, lookup: OwnerLookup,

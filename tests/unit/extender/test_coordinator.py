@@ -196,6 +196,28 @@ def test_a_gang_without_a_job_whose_pod_deletions_went_unseen_is_released_by_the
     assert len(harness.book) == 0 and harness.book.reserved_gpus() == {}
 
 
+def test_a_pod_without_a_rank_takes_the_rank_of_an_ended_one_never_a_live_ones(harness: Harness) -> None:
+    from builders import make_pod
+
+    def member(name: str) -> Any:
+        return make_pod(name, "train").gang("g", 2).gpus(8).scheduler("fabricsched")
+
+    first, second = member("g-a"), member("g-b")
+    for pod in (first, second):
+        harness.state.apply_pod(pod.build())
+    # Steered, not bound yet: their ranks are held by their pods alone.
+    (a_node,), (b_node,) = harness.filter(first).passed, harness.filter(second).passed
+    assert a_node != b_node
+    # Other pods of the namespace, of other gangs, are not members however many there are.
+    for i in range(20):
+        harness.state.apply_pod(make_pod(f"x-{i}", "train").gang("x", 30).gpus(8).build())
+    spare = member("g-c")
+    answer = harness.filter(spare)
+    assert answer.passed == [] and "all 2 ranks of gang" in next(iter(answer.failed.values()))
+    harness.state.apply_pod(first.phase("Failed").build())
+    assert harness.filter(spare).passed == [a_node]  # the ended pod's rank, on its planned node
+
+
 def test_reservations_survive_a_restart_and_bound_ranks_are_rederived(harness: Harness) -> None:
     uid = harness.job("a", 4)
     placed = [harness.place(harness.pod("a", uid, r)) for r in range(2)]
