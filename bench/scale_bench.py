@@ -19,8 +19,10 @@ Per size, in one run:
    steered to gets ``fabricsched.io/fabric-health: down``; the time until that pod's next
    answer moves it off the node (no gang uses a down host), and until FabricTopology status
    lists it;
-5. a restart with the reservations of step 3 in place: ready time again, and the first requests
-   after ready (the first, the slowest of the first five, the median of the next 20);
+5. ``--restarts`` restarts with the reservations of step 3 in place: ready time again (the
+   slowest restart counts), and the first requests after each ready on fresh probes (the first,
+   the slowest of the first five, the median of the next 20; over the restarts, the median
+   first call and the slowest of any first five);
 6. at the sizes of ``--throughput-at``: GPU gangs of 4 and of 16 pods created behind a gate,
    released, timed until all are bound, by the ``fabricsched`` scheduler (with the extender) and
    by the default scheduler alone, on the same pods, ``--throughput-rounds`` times each in
@@ -35,6 +37,7 @@ Prints a summary per size and writes every number to ``--out`` (JSON).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import socket
@@ -120,6 +123,17 @@ def startup_parts(operator: Operator) -> dict[str, float]:
     return found
 
 
+def after_restarts(restarts: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Per restart, and over all of them: the median first call, the slowest of any restart's
+    first five calls, and the median of the next-20 medians."""
+    if not restarts:
+        return {}
+    return {"first": round(percentile([r["first"] for r in restarts], 50), 2),
+            "first_5_max": max(r["first_5_max"] for r in restarts),
+            "next_20_p50": round(percentile([r["next_20_p50"] for r in restarts], 50), 2),
+            "restarts": list(restarts)}
+
+
 def summary(seconds: Sequence[float]) -> dict[str, float]:
     ms = [s * 1000 for s in seconds]
     if not ms:
@@ -168,11 +182,16 @@ class Size:
             self.phase("reaction", self.reaction)  # first: the latency phase's plans fill leaves
             self.phase("latency", self.latency)
             rss = operator.peak_rss_mb()
-            operator.stop()
-            operator = self.start_operator(kubeconfig, "restart_ready_s")
-            self.us.close()
-            self.us = wire.Caller(self.extender)  # the old connection went with the old process
-            self.phase("after_restart", self.first_after_ready)
+            restarts: list[dict[str, Any]] = []
+            for turn in range(self.args.restarts):
+                rss = max(rss, operator.peak_rss_mb())
+                operator.stop()
+                operator = self.start_operator(kubeconfig, "restart_ready_s")
+                self.us.close()
+                self.us = wire.Caller(self.extender)  # the old connection went with the old process
+                self.phase("after_restart", functools.partial(self.first_after_ready, turn, restarts))
+            self.result["restart_ready_s"] = max(r["ready_s"] for r in restarts) if restarts else None
+            self.result["after_restart_ms"] = after_restarts(restarts)
             if self.n in self.args.throughput_at:
                 self.phase("throughput", self.throughput)
             self.result["peak_rss_mb"] = round(max(rss, operator.peak_rss_mb()), 1)
@@ -218,14 +237,14 @@ class Size:
         # The probes after the restart: real pods too (the extender refuses a pod the API
         # server does not hold), gated, one per request.
         cl.namespace(self.api, "probe", args.timeout)
-        cl.create_pods(self.api, "probe", "p", PROBES, 1, "fabricsched")
+        cl.create_pods(self.api, "probe", "p", PROBES * self.args.restarts, 1, "fabricsched")
         cl.create_jobs(self.api, "lat", "g", args.requests, args.gang, args.gang_gpus, "fabricsched")
         cl.create_pods(self.api, "lat", "s", args.requests, 1, "fabricsched")
         wanted = args.requests * (args.gang + 1)
         found = cl.wait_for(f"{wanted} gated pods", lambda: (
             p if len(p := cl.pods(self.api, "lat")) >= wanted else None), args.timeout, interval=1.0)
         # The operator must hold every pod of a gang before it plans it (admission).
-        everything = wanted + self.result["fill_pods"] + PROBES
+        everything = wanted + self.result["fill_pods"] + PROBES * self.args.restarts
         cl.wait_for("the pods in fabricsched's state", lambda: self.pods_seen() >= everything,
                     args.timeout, interval=0.5)
         singles = sorted((p for p in found if p["metadata"]["name"].startswith("s-")), key=_name)
@@ -261,15 +280,15 @@ class Size:
                     return int(float(line.rsplit(" ", 1)[1]))
         return 0
 
-    def first_after_ready(self) -> None:
-        """The first calls after a restart (caches must be warm), then 20 more for comparison.
-        The slowest of the first five is kept too: work that starts at ready can stall the
-        second or fifth call as well as the first."""
-        probe = sorted(cl.pods(self.api, "probe"), key=_name)[:PROBES]  # each asked once
+    def first_after_ready(self, turn: int, into: list[dict[str, Any]]) -> None:
+        """The first calls after a restart (caches must be warm), then 20 more for comparison,
+        on probes no process has been asked about. The slowest of the first five is kept too:
+        work that starts at ready can stall the second or fifth call as well as the first."""
+        probe = sorted(cl.pods(self.api, "probe"), key=_name)[turn * PROBES:(turn + 1) * PROBES]
         seconds = [self.us.call(p, self.names).seconds for p in probe]
-        self.result["after_restart_ms"] = {"first": round(seconds[0] * 1000, 2),
-                                           "first_5_max": round(max(seconds[:5]) * 1000, 2),
-                                           "next_20_p50": round(percentile(seconds[1:], 50) * 1000, 2)}
+        into.append({"ready_s": self.result["restart_ready_s"], "first": round(seconds[0] * 1000, 2),
+                     "first_5_max": round(max(seconds[:5]) * 1000, 2),
+                     "next_20_p50": round(percentile(seconds[1:], 50) * 1000, 2)})
 
     # --- reaction -------------------------------------------------------------------------
 
@@ -442,6 +461,8 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=300, help="requests per kind (default 300)")
     parser.add_argument("--gang", type=int, default=4, help="pods per gang of the latency phase")
     parser.add_argument("--gang-gpus", type=int, default=1, help="GPUs per pod of those gangs")
+    parser.add_argument("--restarts", type=int, default=3,
+                        help="restarts after the latency phase, each timed and probed (default 3)")
     parser.add_argument("--throughput-at", type=_sizes, default=[1000])
     parser.add_argument("--gangs-of-4", type=int, default=20)
     parser.add_argument("--gangs-of-16", type=int, default=5)
@@ -456,7 +477,7 @@ def main() -> int:
                         help="run fabricsched run under cProfile, stats to FILE.<nodes>.<phase>")
     args = parser.parse_args()
     if args.quick:
-        args.nodes, args.requests, args.throughput_at = [500], 40, [500]
+        args.nodes, args.requests, args.throughput_at, args.restarts = [500], 40, [500], 1
         args.gangs_of_4, args.gangs_of_16, args.throughput_rounds = 4, 1, 1
     try:
         cl.binaries.find()
