@@ -338,7 +338,10 @@ class FabricTopologyStatus(WireModel):
     domains: list[DomainStatus] = Field(
         default_factory=list,
         description="One row per domain of every tier.",
-        json_schema_extra=openapi.extensions(list_type="map", list_map_keys=["tier", "name"]),
+        # Atomic: the operator writes the whole status at once. As a map keyed by tier and name,
+        # the API server tracked every row's fields in managedFields (135 KB at 10,000 nodes)
+        # and spent about 360 ms of CPU on each status write.
+        json_schema_extra=openapi.extensions(list_type="atomic"),
     )
     degraded: list[HealthRecord] = Field(
         default_factory=list,

@@ -4,7 +4,7 @@ Configuration, all of it here (kwok reads nothing else: ``KWOK_WORKDIR`` points 
 cluster folder, so a ``~/.kwok/kwok.yaml`` of the user is never loaded, and every option kwok
 would otherwise take from there or from its own defaults is set explicitly):
 - every node is managed; the Lease of each node is renewed (``nodeLeaseDurationSeconds``), and
-  the Ready condition's ``lastHeartbeatTime`` refreshed every 5 minutes (as a kubelet does),
+  the Ready condition's ``lastHeartbeatTime`` refreshed every 5 minutes on average (as a kubelet does),
   while every condition keeps the status its creator declared (tests and the demo set node
   health on purpose);
 - a bound pod goes Running and stays Running until it is deleted;
@@ -35,22 +35,28 @@ POD_CIDR = "10.244.0.0/16"
 """Pod IPs kwok hands out; apart from the Service range."""
 NODE_LEASE_SECONDS = 40
 HEARTBEAT_MS = 300_000
-"""How often a node's status is written when nothing changed: the kubelet's default
-``nodeStatusReportFrequency`` (5 min; its Lease says it is alive in between). Every node
+"""How often, on average, a node's status is written when nothing changed: the kubelet's
+default ``nodeStatusReportFrequency`` (5 min; its Lease says it is alive in between). Every node
 status write reaches every watcher of nodes (both schedulers, the controller manager,
 fabricsched): every 20 s at 10,000 nodes that was about 450 writes a second, which kept the API
 server busy and the process parsing them."""
+HEARTBEAT_SPREAD_MS = (HEARTBEAT_MS // 2, HEARTBEAT_MS * 3 // 2)
+"""Each report comes after a time drawn uniformly from this range (2.5 to 7.5 min). Nodes
+created together (a whole cluster at once) must not report together, as kubelets started at
+different times do not: with 10 % of spread, 10,000 nodes wrote their status within 30 s of
+each other every 5 minutes, 330 writes a second that stalled whatever ran then."""
 
 _NOT_DELETED = {"key": ".metadata.deletionTimestamp", "operator": "DoesNotExist"}
 
 
 def _stage(name: str, kind: str, expressions: list[dict[str, Any]], nxt: dict[str, Any],
-           delay_ms: int | None = None) -> dict[str, Any]:
+           delay_ms: tuple[int, int] | None = None) -> dict[str, Any]:
     spec: dict[str, Any] = {"resourceRef": {"apiGroup": "v1", "kind": kind},
                             "selector": {"matchExpressions": expressions}, "next": nxt}
     if delay_ms is not None:
-        jitter = delay_ms + delay_ms // 10  # spread over 10 %: the nodes do not report in step
-        spec["delay"] = {"durationMilliseconds": delay_ms, "jitterDurationMilliseconds": jitter}
+        # kwok waits a time drawn uniformly between the duration and the "jitter" duration.
+        shortest, longest = delay_ms
+        spec["delay"] = {"durationMilliseconds": shortest, "jitterDurationMilliseconds": longest}
     return {"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Stage", "metadata": {"name": name},
             "spec": spec}
 
@@ -123,7 +129,7 @@ def stages() -> list[dict[str, Any]]:
         _stage("node-heartbeat", "Node", [
             {"key": '.status.conditions.[] | select( .type == "Ready" ) | .type', "operator": "In",
              "values": ["Ready"]},
-        ], {"statusTemplate": _HEARTBEAT}, delay_ms=HEARTBEAT_MS),
+        ], {"statusTemplate": _HEARTBEAT}, delay_ms=HEARTBEAT_SPREAD_MS),
         _stage("pod-running", "Pod", [
             _NOT_DELETED,
             {"key": ".status.phase", "operator": "In", "values": ["Pending"]},

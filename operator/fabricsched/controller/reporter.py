@@ -5,6 +5,13 @@ One loop, not one write per event: every ``interval_s`` it advances the hysteres
 PATCHes the status subresource only when the result differs from what is stored. So a burst of
 10,000 pod events costs one status write per topology per interval, and an unchanged status
 costs none (a restarted operator that computes the same status writes nothing).
+
+A change of capacity alone (pods bound or ended, plans reserved or released: the free GPU
+counts) waits longer, one interval per ``CAPACITY_ROWS`` domain rows (``capacity_interval``):
+the API server's work per status write grows with the status (a no-op patch of a 10,000-node
+topology's 665 rows cost it 93 ms of CPU, a real one 150-190 ms), and while jobs are being
+scheduled the counts move every second. Health, membership, spec and affected-gang changes
+are written within one interval, with the counts as they are then.
 """
 
 from __future__ import annotations
@@ -12,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -27,17 +35,40 @@ FIRST_PASS_WAIT_S = 30.0
 """Longest the first pass waits for the other parts (a restore retrying while the API server
 is away): past it, status is written without them rather than not at all."""
 
+CAPACITY_ROWS = 64
+"""Domain rows per status interval a capacity-only change waits (1 interval up to 64 rows)."""
+CAPACITY_MAX_INTERVALS = 10
+"""The longest a capacity-only change waits, in status intervals (640 rows and more)."""
+
 WriteStatus = Callable[[str, Mapping[str, Any]], None]
 """Replace the status of the named FabricTopology (sync). Raises ``errors.NotFound`` when it no
 longer exists (deleted between computing and writing), another ``errors.ApiError`` otherwise."""
+
+
+@dataclass(frozen=True)
+class _Inputs:
+    """What a status was computed from, split by how soon a change of it is written."""
+
+    shape: int
+    """State changes other than capacity: nodes, health, topologies (``generation`` less usage)."""
+    gangs: int
+    """The path index version (which gangs touch each unhealthy element)."""
+    usage: int
+    """``ClusterState.usage_generation``: pods taking or freeing GPUs."""
+    reserved: int
+    """Fingerprint of the GPUs plans hold for unbound ranks."""
+
+    def capacity_only(self, other: _Inputs) -> bool:
+        return self.shape == other.shape and self.gangs == other.gangs
 
 
 @dataclass
 class _Written:
     uid: str
     status: Mapping[str, Any]
-    inputs: tuple[int, int, int]
-    """(state generation, reserved-GPUs fingerprint, path index version) the status was computed from."""
+    inputs: _Inputs
+    at: float
+    """When the status was last computed (written, or found equal to the stored one)."""
 
 
 class StatusReporter:
@@ -128,16 +159,36 @@ class StatusReporter:
         self._metrics.reconciles.labels(name).inc()
         return status.gather(obj, tf, snap, self._clock(), held, affected=self.gangs)
 
+    def capacity_interval(self, rows: int) -> float:
+        """Least time between two writes of a status whose capacity alone moved, for a status
+        of ``rows`` domain rows."""
+        return self.interval_s * min(CAPACITY_MAX_INTERVALS, max(1, math.ceil(rows / CAPACITY_ROWS)))
+
+    def _inputs(self, name: ids.TopologyName) -> _Inputs:
+        held = self.reserved.reserved_in(name) if self.reserved is not None else None
+        usage = self._state.usage_generation
+        return _Inputs(
+            shape=self._state.generation - usage,
+            gangs=self.gangs.version if self.gangs is not None else 0,
+            usage=usage,
+            reserved=hash(frozenset(held.items())) if held else 0,
+        )
+
+    def _due(self, last: _Written | None, uid: str, inputs: _Inputs) -> bool:
+        if last is None or last.uid != uid:
+            return True
+        if last.inputs == inputs:
+            return False
+        if not last.inputs.capacity_only(inputs):
+            return True
+        rows = len(last.status.get("domains") or ())
+        return self._clock() - last.at >= self.capacity_interval(rows)
+
     async def _report(self, name: ids.TopologyName) -> bool:
         obj = self._state.objects[name]
-        held = self.reserved.reserved_in(name) if self.reserved is not None else None
-        inputs = (
-            self._state.generation,
-            hash(frozenset(held.items())) if held else 0,
-            self.gangs.version if self.gangs is not None else 0,
-        )
+        inputs = self._inputs(name)
         last = self._written.get(name)
-        if last is not None and last.uid == obj.uid and last.inputs == inputs:
+        if not self._due(last, obj.uid, inputs):
             return False
         gathered = self._gather(name)
         if gathered is None:
@@ -147,7 +198,7 @@ class StatusReporter:
         # loop keeps answering the scheduler meanwhile (the inputs are copies or immutable).
         wanted, same = await asyncio.to_thread(_build_and_compare, gathered, stored)
         if same:
-            self._written[name] = _Written(obj.uid, stored, inputs)
+            self._written[name] = _Written(obj.uid, stored, inputs, gathered.now)
             return False
         try:
             await asyncio.to_thread(self._write, name, wanted)
@@ -158,7 +209,7 @@ class StatusReporter:
             logger.warning("status write for FabricTopology %s failed: %s", name, e)
             return False
         self._metrics.status_writes.labels(name, "written").inc()
-        self._written[name] = _Written(obj.uid, wanted, inputs)
+        self._written[name] = _Written(obj.uid, wanted, inputs, gathered.now)
         return True
 
 

@@ -97,6 +97,9 @@ class ClusterState:
         """DRA devices and DeviceTaintRules (``controller.dra`` keeps it current): source ``dra``."""
         self.generation = 0
         """Bumped by every change that can alter a snapshot (nodes, GPU pods, topologies, health)."""
+        self.usage_generation = 0
+        """The part of ``generation`` bumped by GPU pods starting or ending: capacity, not the
+        fabric's shape or health (the status reporter writes those changes less often)."""
 
     # --- readiness ----------------------------------------------------------------------
 
@@ -277,6 +280,7 @@ class ClusterState:
             if pod.active:
                 self._hold(pod, +1)
             self.generation += 1
+            self.usage_generation += 1
         if pod.node is not None and (old is None or old.node is None) and pod.active:
             self._emit(changes.PodBound(pod))
         if was_active and not pod.active and old is not None:
@@ -296,6 +300,7 @@ class ClusterState:
         if old.active:
             self._hold(old, -1)
             self.generation += 1
+            self.usage_generation += 1
         # Unbound pods too: a gang whose pods are all deleted before binding frees its plan.
         self._emit(changes.PodEnded(old, deleted=True))
 

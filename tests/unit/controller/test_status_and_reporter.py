@@ -99,8 +99,37 @@ def test_reporter_writes_once_then_only_on_change(synced: Harness) -> None:
     assert asyncio.run(rep.report_once()) == 1
     assert asyncio.run(rep.report_once()) == 0
     synced.state.apply_pod(builders.make_pod("p", "train").gpus(8).on("l1-h0").build())
+    synced.clock.advance(1.0)
     assert asyncio.run(rep.report_once()) == 1
     assert api.stored["ib"]["gpus"] == {"total": 32, "free": 24}
+
+
+def test_a_capacity_change_waits_an_interval_a_health_change_does_not(synced: Harness) -> None:
+    api = FakeApi()
+    rep = make_reporter(synced, api)
+    assert asyncio.run(rep.report_once()) == 1
+    synced.state.apply_pod(builders.make_pod("p", "train").gpus(8).on("l1-h0").build())
+    synced.clock.advance(0.5)
+    assert asyncio.run(rep.report_once()) == 0  # the free count alone moved: not yet
+    assert api.stored["ib"]["gpus"]["free"] == 32
+    synced.state.apply_node(gpu_node("l1-h1").condition("FabricLinkDegraded", True).build())
+    assert asyncio.run(rep.report_once()) == 1  # health: at once, with the counts as they are
+    assert api.stored["ib"]["gpus"]["free"] == 24
+    assert api.stored["ib"]["degradedCount"] == 1
+    synced.state.apply_pod(builders.make_pod("q", "train").gpus(8).on("l2-h0").build())
+    synced.clock.advance(0.9)
+    assert asyncio.run(rep.report_once()) == 0
+    synced.clock.advance(0.1)
+    assert asyncio.run(rep.report_once()) == 1
+    assert api.stored["ib"]["gpus"]["free"] == 16
+
+
+def test_capacity_changes_of_a_large_status_wait_longer(synced: Harness) -> None:
+    rep = make_reporter(synced, FakeApi())
+    # One interval up to 64 domain rows, one more per 64, at most ten: a 10,000-node fabric of
+    # 16-host leaves has 665 rows.
+    assert [rep.capacity_interval(rows) for rows in (0, 10, 64, 65, 340, 665, 5000)] == [
+        1.0, 1.0, 1.0, 2.0, 6.0, 10.0, 10.0]
 
 
 def test_reporter_writes_nothing_when_the_stored_status_is_already_right(synced: Harness) -> None:
