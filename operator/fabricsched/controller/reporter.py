@@ -52,7 +52,8 @@ class _Inputs:
     shape: int
     """State changes other than capacity: nodes, health, topologies (``generation`` less usage)."""
     gangs: int
-    """The path index version (which gangs touch each unhealthy element)."""
+    """Fingerprint of the gangs each unhealthy element touches (``status.degraded[].affectedGangs``):
+    a new gang elsewhere in the fabric does not move it."""
     usage: int
     """``ClusterState.usage_generation``: pods taking or freeing GPUs."""
     reserved: int
@@ -91,6 +92,8 @@ class StatusReporter:
         self.reserved = reserved
         self.gangs = gangs
         self._written: dict[ids.TopologyName, _Written] = {}
+        self._touched: dict[ids.TopologyName, tuple[tuple[int, int], int]] = {}
+        """Per topology: (path index version, state generation) -> the affected-gangs fingerprint."""
         self._after = after
         """Parts whose readiness the first pass waits for (the extender: its reservations count)."""
         self._first_done = False
@@ -143,6 +146,8 @@ class StatusReporter:
                 writes += 1
         for gone in set(self._written) - set(self._state.objects):
             del self._written[gone]
+        for gone in set(self._touched) - set(self._state.objects):
+            del self._touched[gone]
         return writes
 
     def desired(self, name: ids.TopologyName) -> dict[str, Any] | None:
@@ -169,10 +174,28 @@ class StatusReporter:
         usage = self._state.usage_generation
         return _Inputs(
             shape=self._state.generation - usage,
-            gangs=self.gangs.version if self.gangs is not None else 0,
+            gangs=self._affected(name),
             usage=usage,
             reserved=hash(frozenset(held.items())) if held else 0,
         )
+
+    def _affected(self, name: ids.TopologyName) -> int:
+        # Every new plan moves the path index, but the status shows gangs only on unhealthy
+        # elements: O(unhealthy elements), and only when the index or the state moved.
+        tf = self._state.topologies.get(name)
+        if self.gangs is None or tf is None:
+            return 0
+        moved = (self.gangs.version, self._state.generation)
+        known = self._touched.get(name)
+        if known is not None and known[0] == moved:
+            return known[1]
+        rows = []
+        for element in tf.health():
+            names, count = self.gangs.affected(name, element)
+            rows.append((element, tuple(names), count))
+        fingerprint = hash(frozenset(rows))
+        self._touched[name] = (moved, fingerprint)
+        return fingerprint
 
     def _due(self, last: _Written | None, uid: str, inputs: _Inputs) -> bool:
         if last is None or last.uid != uid:

@@ -13,6 +13,7 @@ import builders
 from fabricsched import ids
 from fabricsched.controller import events, metrics, reporter, status
 from fabricsched.ports import errors
+from fabricsched.topology import health
 
 IB = ids.TopologyName("ib")
 
@@ -122,6 +123,37 @@ def test_a_capacity_change_waits_an_interval_a_health_change_does_not(synced: Ha
     synced.clock.advance(0.1)
     assert asyncio.run(rep.report_once()) == 1
     assert api.stored["ib"]["gpus"]["free"] == 16
+
+
+class FakeGangs:
+    """``views.GangsOnPath``: the gangs each element touches, set by the test."""
+
+    def __init__(self) -> None:
+        self.version = 0
+        self.on: dict[str, list[str]] = {}
+
+    def affected(self, topology: ids.TopologyName, element: health.ElementId) -> tuple[list[str], int]:
+        names = self.on.get(element.name, [])
+        return names, len(names)
+
+
+def test_a_new_gang_moves_status_at_once_only_when_it_touches_an_unhealthy_element(synced: Harness) -> None:
+    api, gangs = FakeApi(), FakeGangs()
+    rep = reporter.StatusReporter(synced.state, api.write, synced.clock, metrics.Metrics(), interval_s=1.0,
+                                  gangs=gangs)
+    synced.state.apply_node(gpu_node("l1-h1").condition("FabricLinkDegraded", True).build())
+    assert asyncio.run(rep.report_once()) == 1
+    # A plan on healthy hosts: the path index moves and GPUs are taken, but no degraded row
+    # changes, so it is a capacity change and waits its interval.
+    gangs.version += 1
+    synced.state.apply_pod(builders.make_pod("p", "train").gpus(8).on("l2-h0").build())
+    synced.clock.advance(0.5)
+    assert asyncio.run(rep.report_once()) == 0
+    gangs.version += 1
+    gangs.on["l1-h1"] = ["train/six"]
+    assert asyncio.run(rep.report_once()) == 1
+    (row,) = api.stored["ib"]["degraded"]
+    assert row["affectedGangs"] == ["train/six"] and api.stored["ib"]["gpus"]["free"] == 24
 
 
 def test_capacity_changes_of_a_large_status_wait_longer(synced: Harness) -> None:
