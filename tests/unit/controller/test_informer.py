@@ -20,7 +20,8 @@ def _node(name: str, version: int, label: str = "a") -> dict[str, Any]:
 class FakeApi:
     """Serves ``/api/v1/nodes``: lists in pages, then scripted watches (one per request)."""
 
-    def __init__(self, listings: list[list[dict[str, Any]]], watches: list[list[dict[str, Any]]]) -> None:
+    def __init__(self, listings: list[list[dict[str, Any]]],
+                 watches: list[list[dict[str, Any] | bytes]]) -> None:
         self.listings = listings
         self.watches = watches
         self.requests: list[Mapping[str, str]] = []
@@ -35,7 +36,8 @@ class FakeApi:
             response = web.StreamResponse()
             await response.prepare(request)
             for event in self.watches.pop(0):
-                await response.write(json.dumps(event).encode() + b"\n")
+                line = event if isinstance(event, bytes) else json.dumps(event).encode()
+                await response.write(line + b"\n")
             return response
         items = self.listings[0]
         start = int(query.get("continue") or 0)
@@ -97,6 +99,19 @@ def test_a_listing_in_pages_is_applied_in_full_then_watch_events_follow_from_its
     watches = [r for r in api.requests if r.get("watch")]
     assert watches[0]["resourceVersion"] == "100"
     assert watches[0]["allowWatchBookmarks"] == "true"
+
+
+def test_a_watch_line_that_is_not_json_ends_that_watch_and_the_next_resumes_from_the_last_version() -> None:
+    api = FakeApi(
+        [[_node("n0", 1)]],
+        [[{"type": "ADDED", "object": _node("n1", 101)}, b'{"type": "ADDED", "object": {"metadata": '],
+         [{"type": "ADDED", "object": _node("n2", 102)}]],
+    )
+    held, _ = asyncio.run(_follow(api, lambda held, api: ("", "n2") in held))
+    assert sorted(k[1] for k in held) == ["n0", "n1", "n2"]
+    watches = [r for r in api.requests if r.get("watch")]
+    assert [w["resourceVersion"] for w in watches[:2]] == ["100", "101"]
+    assert len([r for r in api.requests if not r.get("watch")]) == 1  # no second listing
 
 
 def test_an_expired_watch_lists_again_and_drops_what_the_new_listing_no_longer_holds() -> None:
