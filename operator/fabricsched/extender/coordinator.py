@@ -14,6 +14,7 @@ Every call runs on the event loop thread, as the cluster state requires.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -119,7 +120,8 @@ class Coordinator:
         self.path_health.workload_of = self.workloads.workload_of
         self.pending = pending.PendingBoard(writer, clock)
         """Gangs without a plan yet: a Pending FabricPlacement says why (rate-limited writes)."""
-        self.follower = following.Follower(state, book, writer, clock, self.path_health, self.member)
+        self.follower = following.Follower(state, book, writer, clock, self.path_health, self.member,
+                                           self.owners.key)
         """Moves the book with the cluster: binds, ends, Jobs, expiry, restore."""
         self.on_freed: Callable[[], None] = lambda: None
         """Told when the book or the cluster freed capacity (``wakeup``: waiting gangs retry)."""
@@ -462,15 +464,18 @@ class Coordinator:
         cutoff = self.clock() - self.options.event_interval_s
         self._noticed = {k: t for k, t in self._noticed.items() if t > cutoff}
 
-    async def restore(self) -> None:
+    async def restore(self, restored: Callable[[], None] = lambda: None) -> None:
         """Rebuild the book from FabricPlacement objects and bound pods (after a restart); from
-        then on decisions are made."""
+        then on decisions are made. ``restored`` is called once the book is rebuilt, before
+        the warm-up: work that starts then (the FabricPlacement watch) gets going before ready."""
         self.path_health.seed()
         await self.follower.restore(self.pending.adopt)
         for pod in self.state.pods.values() if len(self.book) else ():
             key = self.owners.key(pod)
             if not self.workloads.knows(key) and self.book.get(key) is not None:
                 self.workloads.remember(key, pod)
+        restored()
+        await asyncio.sleep(0)  # a task ``restored`` created starts now, not after ready
         # The first request after ready answers as fast as the hundredth.
         planning.warm(self._session, self.state, self.book.entries(),
                       lambda snap: self._inputs(snap, planning.WARM_KEY), self.options.placement)

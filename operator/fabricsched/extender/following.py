@@ -41,9 +41,12 @@ class Follower:
         clock: Callable[[], float],
         path_health: path_health_module.PathHealth | None = None,
         member: Callable[[nodes.PodUsage], tuple[ids.GangKey, int | None]] = gangs.membership,
+        key: Callable[[nodes.PodUsage], ids.GangKey] | None = None,
     ) -> None:
         self.member = member
         """The process's one key function: (gang key, own rank) of a pod."""
+        self.key = key or (lambda pod: member(pod)[0])
+        """The gang key alone, where no rank is wanted (a third of ``member``'s work)."""
         self.state = state
         self.path_health = path_health
         self.book = book
@@ -133,7 +136,7 @@ class Follower:
         entries = [e for key in waiting if (e := self.book.get(key)) is not None]
         # Only the pods of their namespaces: a gang's pods share its namespace.
         live = {
-            self.member(p)[0]
+            self.key(p)
             for namespace in {e.namespace for e in entries}
             for p in self.state.pods_in(namespace).values()
             if not gangs.pod_ended(p)
