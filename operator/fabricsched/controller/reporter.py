@@ -93,7 +93,7 @@ class StatusReporter:
         self.gangs = gangs
         self._written: dict[ids.TopologyName, _Written] = {}
         self._touched: dict[ids.TopologyName, tuple[tuple[int, int], int]] = {}
-        """Per topology: (path index version, state generation) -> the affected-gangs fingerprint."""
+        """Per topology: (path index version, shape) -> the affected-gangs fingerprint."""
         self._after = after
         """Parts whose readiness the first pass waits for (the extender: its reservations count)."""
         self._first_done = False
@@ -172,20 +172,21 @@ class StatusReporter:
     def _inputs(self, name: ids.TopologyName) -> _Inputs:
         held = self.reserved.reserved_in(name) if self.reserved is not None else None
         usage = self._state.usage_generation
+        shape = self._state.generation - usage
         return _Inputs(
-            shape=self._state.generation - usage,
-            gangs=self._affected(name),
+            shape=shape,
+            gangs=self._affected(name, shape),
             usage=usage,
             reserved=hash(frozenset(held.items())) if held else 0,
         )
 
-    def _affected(self, name: ids.TopologyName) -> int:
+    def _affected(self, name: ids.TopologyName, shape: int) -> int:
         # Every new plan moves the path index, but the status shows gangs only on unhealthy
-        # elements: O(unhealthy elements), and only when the index or the state moved.
+        # elements: O(unhealthy elements), and only when the index or the health (shape) moved.
         tf = self._state.topologies.get(name)
         if self.gangs is None or tf is None:
             return 0
-        moved = (self.gangs.version, self._state.generation)
+        moved = (self.gangs.version, shape)
         known = self._touched.get(name)
         if known is not None and known[0] == moved:
             return known[1]

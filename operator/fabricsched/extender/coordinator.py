@@ -14,7 +14,6 @@ Every call runs on the event loop thread, as the cluster state requires.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -464,18 +463,15 @@ class Coordinator:
         cutoff = self.clock() - self.options.event_interval_s
         self._noticed = {k: t for k, t in self._noticed.items() if t > cutoff}
 
-    async def restore(self, restored: Callable[[], None] = lambda: None) -> None:
+    async def restore(self) -> None:
         """Rebuild the book from FabricPlacement objects and bound pods (after a restart); from
-        then on decisions are made. ``restored`` is called once the book is rebuilt, before
-        the warm-up: work that starts then (the FabricPlacement watch) gets going before ready."""
+        then on decisions are made."""
         self.path_health.seed()
         await self.follower.restore(self.pending.adopt)
         for pod in self.state.pods.values() if len(self.book) else ():
             key = self.owners.key(pod)
             if not self.workloads.knows(key) and self.book.get(key) is not None:
                 self.workloads.remember(key, pod)
-        restored()
-        await asyncio.sleep(0)  # a task ``restored`` created starts now, not after ready
         # The first request after ready answers as fast as the hundredth.
         planning.warm(self._session, self.state, self.book.entries(),
                       lambda snap: self._inputs(snap, planning.WARM_KEY), self.options.placement)

@@ -181,26 +181,18 @@ class Service:
         # earlier could hand a reserved node to another gang.
         while not self.state.synced:
             await asyncio.sleep(SYNC_POLL_S)
-        follow: list[asyncio.Task[None]] = []
-
-        def restored() -> None:
-            # The watch starts from the restore's listing; its thread's start-up (a client, a
-            # connection) runs during the warm-up, not during the first requests after ready.
-            if not follow:
-                follow.append(asyncio.create_task(self._follow(), name="fabricplacement-mirror"))
-
         while True:
             try:
-                await self.coordinator.restore(restored)
+                await self.coordinator.restore()
                 break
             except errors.ApiError as e:
                 logger.warning("could not restore reservations (retrying): %s", e)
                 await asyncio.sleep(RESTORE_RETRY_S)
+        follow = asyncio.create_task(self._follow(), name="fabricplacement-mirror")
         try:
             await _run_housekeeping(self.coordinator, HOUSEKEEPING_INTERVAL_S)
         finally:
-            for task in follow:
-                task.cancel()
+            follow.cancel()
 
     async def _follow(self) -> None:
         # The other replica's plans (two replicas, one of them called): see ``mirroring``.

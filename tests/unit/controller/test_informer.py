@@ -114,6 +114,24 @@ def test_a_watch_line_that_is_not_json_ends_that_watch_and_the_next_resumes_from
     assert len([r for r in api.requests if not r.get("watch")]) == 1  # no second listing
 
 
+def test_hostile_values_in_events_are_parsed_and_the_watch_goes_on() -> None:
+    # Whatever a pod's author wrote reaches the parser: huge strings, non-ASCII digits, numbers
+    # no float holds. Each event is parsed as json.loads would; none stops the watch.
+    hostile = _node("n1", 101, "x" * 100_000)
+    hostile["metadata"]["annotations"] = {"q": "\u0661\u0662"}
+    line = json.dumps(hostile).replace('"metadata": {', '"spec": {"big": 1e1000000}, "metadata": {', 1)
+    api = FakeApi(
+        [[_node("n0", 1)]],
+        [[b'{"type": "MODIFIED", "object": ' + line.encode() + b"}",
+          {"type": "ADDED", "object": _node("n2", 102)}]],
+    )
+    held, _ = asyncio.run(_follow(api, lambda held, api: ("", "n2") in held))
+    assert sorted(k[1] for k in held) == ["n0", "n1", "n2"]
+    assert held[("", "n1")]["spec"]["big"] == float("inf")
+    assert len(held[("", "n1")]["metadata"]["labels"]["x"]) == 100_000
+    assert held[("", "n1")]["metadata"]["annotations"]["q"] == "\u0661\u0662"
+
+
 def test_an_expired_watch_lists_again_and_drops_what_the_new_listing_no_longer_holds() -> None:
     api = FakeApi(
         [[_node("n0", 1), _node("n1", 2), _node("n2", 3)], [_node("n0", 1), _node("n3", 5)]],
