@@ -18,7 +18,9 @@ from fabricsched.api import admission, schedconfig
 from fabricsched.app import options as run_options
 from fabricsched.controller import health_server, kube, logs, runtime
 from fabricsched.dashboard import server as dashboard_server
-from fabricsched.extender import locality, server_tls, service
+from fabricsched.extender import service
+from fabricsched.extender.decide import locality
+from fabricsched.extender.http import tls as server_tls
 from fabricsched.telemetry import access
 from fabricsched.webhook import options as webhook_options
 

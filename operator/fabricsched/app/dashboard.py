@@ -12,21 +12,21 @@ from collections.abc import Hashable
 
 from fabricsched.controller import state as cluster_state
 from fabricsched.dashboard import view
-from fabricsched.extender import coordinator as extender_coordinator
-from fabricsched.extender import gangs
+from fabricsched import gangs
+from fabricsched.extender import service
 
 
 class ProcessSource:
-    def __init__(self, state: cluster_state.ClusterState, extender: extender_coordinator.Coordinator) -> None:
+    def __init__(self, state: cluster_state.ClusterState, extender: service.Service) -> None:
         self.state = state
         self.extender = extender
-        """The extender's coordinator: its book, path index and Pending board."""
+        """The extender: its book, path index and Pending board."""
 
     def version(self) -> Hashable:
-        board = self.extender.pending
+        board = self.extender.board
         return (
             self.state.generation,
-            self.extender.path_health.version,
+            self.extender.gangs_on_path.version,
             tuple(self.extender.book.entries()),
             tuple(board.waiting_gangs().items()),
         )
@@ -59,13 +59,13 @@ class ProcessSource:
         ]
 
     def _pending(self) -> list[view.PendingFacts]:
-        board = self.extender.pending
+        board = self.extender.board
         waiting = board.waiting_gangs()
         if not waiting:
             return []
         # The board remembers a gang until it is planned: show only gangs with a live pod waiting.
         live = {
-            self.extender.owners.key(p)  # the process's one gang key
+            self.extender.key_of(p)  # the process's one gang key
             for p in self.state.pods.values()
             if p.node is None and not gangs.pod_ended(p)
         }
@@ -73,14 +73,14 @@ class ProcessSource:
         for key, (reason, message, _) in sorted(waiting.items()):
             if key not in live:
                 continue
-            namespace, _, rest = str(key).partition("/")
+            ref = gangs.GangRef.parse(key)
             found.append(view.PendingFacts(
-                key, namespace, rest.partition("@")[0], None, reason, message, board.since.get(key)
+                key, ref.namespace, ref.name, None, reason, message, board.since.get(key)
             ))
         return found
 
 
-def source(state: cluster_state.ClusterState, extender: extender_coordinator.Coordinator) -> view.Source:
+def source(state: cluster_state.ClusterState, extender: service.Service) -> view.Source:
     return ProcessSource(state, extender)
 
 

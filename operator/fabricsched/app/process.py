@@ -99,6 +99,6 @@ def _page(
     """The fabric page's task on the process's state, or None when it is off."""
     if not options.enabled:
         return None
-    source = dashboard.source(rt.state, extender.coordinator)
+    source = dashboard.source(rt.state, extender)
     logger.info("fabric page on http://%s/", options.address)
     return functools.partial(dashboard_server.serve, source, options)

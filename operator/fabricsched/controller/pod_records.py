@@ -7,15 +7,14 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+from fabricsched import gangs
+from fabricsched.gangs import kinds
 from fabricsched.topology import nodes as k8s
 
-# The conventions the extender's gang key reads (extender/gang_sources.py): a pod record without
-# the workload labels would key as its child Job, not as the JobSet's gang it was planned in.
-KEPT_LABEL_PREFIXES = (
-    "fabricsched.io/", "batch.kubernetes.io/", "jobset.sigs.k8s.io/", "training.kubeflow.org/",
-    "leaderworkerset.sigs.k8s.io/",
-)
-_KEPT_LABELS = frozenset({"job-name", "controller-uid"})
+# The conventions the gang key reads (``gangs``): a pod record without the workload labels would
+# key as its child Job, not as the JobSet's gang it was planned in.
+KEPT_LABEL_PREFIXES = gangs.LABEL_PREFIXES
+_KEPT_LABELS = kinds.LEGACY_LABELS
 
 
 def requests_extended(body: Mapping[str, Any]) -> bool:

@@ -9,52 +9,14 @@ plus the group index for a LeaderWorkerSet).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from fabricsched.explain import bounds
+from fabricsched.gangs import kinds
 
 
-@dataclass(frozen=True)
-class WorkloadKind:
-    kind: str
-    group: str
-    """API group; empty for the core group."""
-    version: str
-    plural: str
-    pod_label: str
-    """Label on the workload's pods whose value is ``pod_value`` of the workload."""
-    pod_value: str = "name"
-    """``name`` or ``uid``: which of the workload's fields ``pod_label`` carries."""
-
-    @property
-    def api_version(self) -> str:
-        return f"{self.group}/{self.version}" if self.group else self.version
-
-    def path(self, namespace: str, name: str) -> str:
-        return f"/apis/{self.api_version}/namespaces/{namespace}/{self.plural}/{name}"
-
-    def pod_selector(self, name: str, uid: str) -> str:
-        return f"{self.pod_label}={uid if self.pod_value == 'uid' else name}"
-
-
-KINDS: tuple[WorkloadKind, ...] = (
-    WorkloadKind("Job", "batch", "v1", "jobs", "batch.kubernetes.io/controller-uid", "uid"),
-    WorkloadKind("JobSet", "jobset.x-k8s.io", "v1alpha2", "jobsets", "jobset.sigs.k8s.io/jobset-name"),
-    WorkloadKind("PyTorchJob", "kubeflow.org", "v1", "pytorchjobs", "training.kubeflow.org/job-name"),
-    WorkloadKind("MPIJob", "kubeflow.org", "v2beta1", "mpijobs", "training.kubeflow.org/job-name"),
-    WorkloadKind(
-        "LeaderWorkerSet",
-        "leaderworkerset.x-k8s.io",
-        "v1",
-        "leaderworkersets",
-        "leaderworkerset.sigs.k8s.io/name",
-    ),
-    # A TrainJob runs as a JobSet of the same name: its pods carry the JobSet's label.
-    WorkloadKind(
-        "TrainJob", "trainer.kubeflow.org", "v1alpha1", "trainjobs", "jobset.sigs.k8s.io/jobset-name"
-    ),
-)
+WorkloadKind = kinds.WorkloadKind
+KINDS: tuple[WorkloadKind, ...] = tuple(k for k in kinds.KINDS if k.pod_label)
 """Tried in this order for a NAME that is no FabricPlacement; the first that exists wins."""
 
 

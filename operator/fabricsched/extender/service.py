@@ -14,26 +14,18 @@ import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import prometheus_client
 from aiohttp import web
 from kubernetes import client
 
-from fabricsched.extender import (
-    coordinator,
-    kubeapi,
-    metrics,
-    mirroring,
-    owners,
-    placements,
-    pod_identity,
-    ports,
-    reservations,
-    server,
-    server_tls,
-    wakeup,
-)
-from fabricsched.placement import request
+from fabricsched.extender.book import following, mirror, objects, path_health, pending, reservations, workloads
+from fabricsched.extender.decide import coordinator, owners, pod_identity
+from fabricsched.extender.http import metrics, server
+from fabricsched.extender.http import tls as server_tls
+from fabricsched.extender.kube import feed, fetchers, store, wakeup, writer
+from fabricsched.placement import request, session
 from fabricsched.ports import errors, notices, views
 
 logger = logging.getLogger(__name__)
@@ -85,13 +77,14 @@ class ServiceOptions:
 
 
 class Service:
-    """The extender's parts, wired; ``run`` serves until cancelled."""
+    """The extender's parts, wired; ``run`` serves until cancelled. The extender's only place
+    that builds parts: each gets what it needs through its constructor."""
 
     def __init__(
         self,
         state: views.StateView,
-        store: ports.PlacementStore,
-        jobs: ports.JobFetcher | None,
+        placement_store: writer.PlacementStore,
+        jobs: owners.JobFetcher | None,
         recorder: notices.Recorder,
         clock: Callable[[], float],
         options: ServiceOptions,
@@ -100,46 +93,55 @@ class Service:
         pods: pod_identity.PodLookup | None = None,
         nudger: wakeup.Nudger | None = None,
         leading: Callable[[], bool] = lambda: True,
-        feed: ports.PlacementFeed | None = None,
+        placement_feed: mirror.PlacementFeed | None = None,
     ) -> None:
         self.state = state
         self.options = options
-        self.feed = feed
-        self.book = reservations.Book(options.book_options())
-        self.writer = placements.PlacementWriter(store, self.book, leading=leading)
-        self.coordinator = coordinator.Coordinator(
-            state,
-            self.book,
-            self.writer,
-            kubeapi.RecorderEvents(recorder, clock),
-            clock,
-            coordinator.CoordinatorOptions(
-                request.PlacementOptions(locality_wait=options.locality_wait),
-                max_reserved_gpus_per_namespace=options.max_reserved_gpus_per_namespace,
-            ),
-            jobs,
-            owner_fetcher,
-            pod_identity.PodIdentity(state, pods, clock) if pods is not None else None,
+        self.feed = placement_feed
+        self.store = placement_store
+        events = store.RecorderEvents(recorder, clock)
+        owner_cache = owners.OwnerCache(state, owner_fetcher, jobs, clock)
+        registry_of_workloads = workloads.Registry()
+        tracker = path_health.PathHealth(state, events, clock, registry_of_workloads.workload_of)
+        self.book = reservations.Book(options.book_options(), tracker.annotate)
+        self.writer = writer.PlacementWriter(placement_store, leading=leading)
+        extender_metrics = metrics.ExtenderMetrics(registry) if registry is not None else None
+        self.board = board = pending.PendingBoard(
+            self.writer, clock, on_planned=extender_metrics.observe_plan if extender_metrics else None
+        )
+        if registry is not None:
+            metrics.ExtenderMetrics.watch_book(registry, state, self.book, board)
+        self.key_of = owner_cache.key
+        """The process's one gang key function (for the fabric page)."""
+        self.follower = following.Follower(
+            state, self.book, self.writer, clock, owner_cache.key,
+            lambda pod, resource: owner_cache.membership(pod, resource)[1], tracker,
         )
         self.wakeups: wakeup.WakeUps | None = None
         """Makes the kube-scheduler retry waiting gangs when capacity frees (None: off)."""
         if nudger is not None:
-            self.wakeups = wakeup.WakeUps(nudger, lambda: self.coordinator.pending.waiting > 0)
-            self.coordinator.on_freed = self.wakeups.freed
+            self.wakeups = wakeup.WakeUps(nudger, lambda: board.waiting > 0)
+        parts = coordinator.Parts(
+            state, self.book, self.writer, events, owner_cache, tracker, registry_of_workloads, board,
+            self.follower, session.Session(),
+            pod_identity.PodIdentity(state, pods, clock) if pods is not None else None,
+        )
+        self.coordinator = coordinator.Coordinator(
+            parts, clock,
+            coordinator.CoordinatorOptions(
+                request.PlacementOptions(locality_wait=options.locality_wait),
+                max_reserved_gpus_per_namespace=options.max_reserved_gpus_per_namespace,
+            ),
+            on_freed=self.wakeups.freed if self.wakeups is not None else lambda: None,
+        )
+        self.gangs_on_path: views.GangsOnPath = path_health.AffectedGangs(tracker, self.book)
+        """Which gangs an element touches (for FabricTopology status and Events)."""
         self._latency = _latency_histogram(registry) if registry is not None else None
-        if registry is not None:
-            board = self.coordinator.pending
-            board.on_planned = metrics.ExtenderMetrics(registry, state, self.book, board).observe_plan
 
     @property
     def reservations(self) -> views.ReservedGpus:
         """GPUs held by unbound ranks of plans, per topology (for FabricTopology status)."""
         return self.book
-
-    @property
-    def gangs_on_path(self) -> views.GangsOnPath:
-        """Which gangs an element touches (for FabricTopology status and Events)."""
-        return self.coordinator.path_health
 
     def not_ready(self) -> str | None:
         """``views.Readiness``: no decision is made before the reservations are restored."""
@@ -183,11 +185,12 @@ class Service:
             await asyncio.sleep(SYNC_POLL_S)
         while True:
             try:
-                await self.coordinator.restore()
+                manifests = await self.store.load()
                 break
             except errors.ApiError as e:
                 logger.warning("could not restore reservations (retrying): %s", e)
                 await asyncio.sleep(RESTORE_RETRY_S)
+        self.coordinator.restore(_readable(manifests))
         follow = asyncio.create_task(self._follow(), name="fabricplacement-mirror")
         try:
             await _run_housekeeping(self.coordinator, HOUSEKEEPING_INTERVAL_S)
@@ -197,8 +200,8 @@ class Service:
     async def _follow(self) -> None:
         # The other replica's plans (two replicas, one of them called): see ``mirroring``.
         if self.feed is not None:
-            mirror = mirroring.PlanMirror(self.book, self.coordinator.follower, self.feed.covers)
-            await self.feed.follow(mirror.on_event)
+            plans = mirror.PlanMirror(self.book, self.follower, self.feed.covers)
+            await self.feed.follow(plans.on_event)
 
     def _observe(self, verb: str, seconds: float, outcome: str) -> None:
         if self._latency is not None:
@@ -216,14 +219,26 @@ def on_api(
 ) -> Service:
     """The service with its FabricPlacement store and watch, Job, owner and pod lookups on
     ``api_client``; ``leading`` gates the background writes (two replicas: the Lease holder's)."""
-    store = kubeapi.ApiPlacementStore(api_client)
+    placement_store = store.ApiPlacementStore(api_client)
     return Service(
-        state, store, kubeapi.ApiJobFetcher(api_client), recorder, clock, options, registry,
-        owners.ApiOwnerFetcher(api_client), pod_identity.ApiPodLookup(api_client),
+        state, placement_store, store.ApiJobFetcher(api_client), recorder, clock, options, registry,
+        fetchers.ApiOwnerFetcher(api_client), fetchers.ApiPodLookup(api_client),
         wakeup.ApiNudger(api_client, options.wake_namespace) if options.wake_namespace else None,
         leading=leading,
-        feed=mirroring.ApiPlacementFeed(api_client, store.covers, since=lambda: store.listed_version),
+        placement_feed=feed.ApiPlacementFeed(
+            api_client, placement_store.covers, since=lambda: placement_store.listed_version),
     )
+
+
+def _readable(manifests: list[dict[str, Any]]) -> list[reservations.Entry]:
+    """The plans the stored objects describe; an unreadable object is skipped with a warning."""
+    entries = []
+    for manifest in manifests:
+        try:
+            entries.append(objects.entry_of(manifest))
+        except objects.Unreadable as e:
+            logger.warning("ignoring an unreadable FabricPlacement: %s", e)
+    return entries
 
 
 def split_address(address: str) -> tuple[str, int]:

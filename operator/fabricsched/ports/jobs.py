@@ -33,8 +33,8 @@ class JobInfo:
 
     @property
     def gang_size(self) -> int:
-        """min(parallelism, completions); parallelism alone for a work-queue Job."""
-        return self.parallelism if self.completions is None else min(self.parallelism, self.completions)
+        """The pods it runs at once (``pods_at_once``): its gang's size."""
+        return pods_at_once(self.parallelism, self.completions)
 
     @classmethod
     def from_manifest(cls, body: Mapping[str, Any]) -> JobInfo:
@@ -55,6 +55,12 @@ class JobInfo:
             finished=is_finished(status.get("conditions") or ()),
             deleted=bool(metadata.get("deletionTimestamp")),
         )
+
+
+def pods_at_once(parallelism: int, completions: int | None) -> int:
+    """The one rule for a Job's (or a Job template's) gang size: min(parallelism, completions),
+    parallelism alone for a work-queue Job (no completions)."""
+    return parallelism if completions is None else min(parallelism, completions)
 
 
 def is_finished(conditions: Iterable[object]) -> bool:

@@ -30,7 +30,8 @@ from aiohttp import http_exceptions, web, web_protocol
 
 from fabricsched import parsing
 from fabricsched.api import extender as wire
-from fabricsched.extender import coordinator, openapi
+from fabricsched.extender.decide import answers
+from fabricsched.extender.http import openapi
 from fabricsched.ports import errors
 
 logger = logging.getLogger(__name__)
@@ -40,15 +41,15 @@ DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
 
 
 class Decider(Protocol):
-    """What the server asks (``coordinator.Coordinator``; the benchmarks pass a stand-in)."""
+    """What the server asks (``decide.coordinator.Coordinator``; the benchmarks pass a stand-in)."""
 
     async def filter(
         self, manifest: Mapping[str, Any], node_names: Sequence[str]
-    ) -> coordinator.FilterAnswer: ...
+    ) -> answers.FilterAnswer: ...
 
     def prioritize(
         self, manifest: Mapping[str, Any], node_names: Sequence[str]
-    ) -> coordinator.Scores | Iterable[tuple[str, int]]: ...
+    ) -> answers.Scores | Iterable[tuple[str, int]]: ...
 
 
 _MAX_BODY = web.AppKey("max_body_bytes", int)
@@ -176,21 +177,21 @@ _HOST = '{"Host":"'
 _SCORE = '","Score":'
 
 
-def encode_scores(scores: coordinator.Scores | Iterable[tuple[str, int]]) -> bytes:
+def encode_scores(scores: answers.Scores | Iterable[tuple[str, int]]) -> bytes:
     """A ``HostPriorityList``. For ``Scores`` whose names need no JSON escaping (node names
     never do: they are DNS names) the array is one ``str.join``, the planned node's entry
     then swapped; anything else is encoded entry by entry."""
-    if isinstance(scores, coordinator.Scores):
+    if isinstance(scores, answers.Scores):
         names = "".join(scores.nodes)
         if names.isprintable() and '"' not in names and "\\" not in names:
             if not scores.nodes:
                 return b"[]"
-            other = f"{_SCORE}{coordinator.OTHER_SCORE}}}"
+            other = f"{_SCORE}{answers.OTHER_SCORE}}}"
             text = f"[{_HOST}" + f"{other},{_HOST}".join(scores.nodes) + f"{other}]"
             if scores.planned is not None:
                 text = text.replace(
                     f"{_HOST}{scores.planned}{other}",
-                    f"{_HOST}{scores.planned}{_SCORE}{coordinator.PLANNED_SCORE}}}",
+                    f"{_HOST}{scores.planned}{_SCORE}{answers.PLANNED_SCORE}}}",
                 )
             return text.encode()
     return pydantic_core.to_json([{"Host": host, "Score": score} for host, score in scores])

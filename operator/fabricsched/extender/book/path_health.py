@@ -20,9 +20,9 @@ from fabricsched import ids
 from fabricsched.api import placement as api
 from fabricsched.api import rfc3339
 from fabricsched.api import topology as topology_api
-from fabricsched.extender import placements, ports, reservations, workload_refs
+from fabricsched.extender.book import objects, reservations, sink, workloads
 from fabricsched.placement import capacity, path
-from fabricsched.ports import notices
+from fabricsched.ports import notices, views
 from fabricsched.topology import fabric, health
 
 logger = logging.getLogger(__name__)
@@ -48,18 +48,15 @@ class PathHealth:
 
     def __init__(
         self,
-        state: ports.StateView,
-        book: reservations.Book,
-        writer: placements.PlacementWriter,
-        events: ports.EventSink,
+        state: views.StateView,
+        events: sink.EventSink,
         clock: Callable[[], float],
+        workload_of: Callable[[reservations.Entry], notices.ObjectRef | None] = workloads.of_entry,
     ) -> None:
         self.state = state
-        self.book = book
-        self.writer = writer
         self.events = events
         self.clock = clock
-        self.workload_of: Callable[[reservations.Entry], notices.ObjectRef | None] = workload_refs.of_entry
+        self.workload_of = workload_of
         """The gang's workload object (JobSet, PyTorchJob, ...): its Events' second target."""
         self.index = path.PathIndex()
         self._unhealthy: dict[ids.TopologyName, dict[_Record, _Unhealthy]] = {}
@@ -98,18 +95,22 @@ class PathHealth:
 
     # --- health changes -----------------------------------------------------------------
 
-    def on_health(self, topology: ids.TopologyName, change: health.HealthChange) -> None:
-        """One element's effective health changed: re-evaluate the gangs whose path crosses it."""
+    def on_health(
+        self, topology: ids.TopologyName, change: health.HealthChange, book: reservations.Book,
+        writer: sink.PlanSink,
+    ) -> None:
+        """One element's effective health changed: re-evaluate the gangs whose path crosses it
+        (put back in ``book``, whose ``annotate`` is this tracker's; written when it moved)."""
         self._remember(topology, change)
         gangs = self.index.gangs_on(topology, path.key_of(change.element))
         notice = _notice(change)
         for key in sorted(gangs):
-            entry = self.book.get(key)
+            entry = book.get(key)
             if entry is None:
                 continue
-            updated = self.book.put(entry)
+            updated = book.put(entry)
             if _path_moved(entry, updated):
-                self.writer.submit(updated)
+                writer.submit(updated)
             if notice is not None:
                 self._announce(updated, *notice, change)
 
@@ -135,18 +136,6 @@ class PathHealth:
     def version(self) -> int:
         return self.index.version
 
-    def forget_topology(self, topology: ids.TopologyName) -> None:
-        self._unhealthy.pop(topology, None)
-
-    def affected(self, topology: ids.TopologyName, element: health.ElementId) -> tuple[list[str], int]:
-        """Up to 50 gangs (``namespace/name`` of their FabricPlacement) whose path crosses
-        ``element``, and how many there are (``views.GangsOnPath``)."""
-        keys = self.index.gangs_on(topology, path.key_of(element))
-        names = sorted(
-            f"{e.namespace}/{placements.object_name(e)}" for k in keys if (e := self.book.get(k)) is not None
-        )
-        return names[:MAX_AFFECTED], len(names)
-
     def _remember(self, topology: ids.TopologyName, change: health.HealthChange) -> None:
         records = self._unhealthy.setdefault(topology, {})
         record: _Record = (path.key_of(change.element), change.element.rail)
@@ -171,12 +160,33 @@ class PathHealth:
             f"{entry.comm_slowdown_at_placement or entry.comm_slowdown:.2f})"
         )
         placement = notices.ObjectRef(
-            api.API_VERSION, api.KIND, placements.object_name(entry), "", entry.namespace
+            api.API_VERSION, api.KIND, objects.object_name(entry), "", entry.namespace
         )
         self.events.object_event(placement, reason, message, warning)
         workload = self.workload_of(entry)
         if workload is not None:
             self.events.object_event(workload, reason, message, warning)
+
+
+class AffectedGangs:
+    """``views.GangsOnPath`` over the tracker's path index and the book."""
+
+    def __init__(self, tracker: PathHealth, book: reservations.Book) -> None:
+        self._tracker = tracker
+        self._book = book
+
+    @property
+    def version(self) -> int:
+        return self._tracker.version
+
+    def affected(self, topology: ids.TopologyName, element: health.ElementId) -> tuple[list[str], int]:
+        """Up to 50 gangs (``namespace/name`` of their FabricPlacement) whose path crosses
+        ``element``, and how many there are."""
+        keys = self._tracker.index.gangs_on(topology, path.key_of(element))
+        names = sorted(
+            f"{e.namespace}/{objects.object_name(e)}" for k in keys if (e := self._book.get(k)) is not None
+        )
+        return names[:MAX_AFFECTED], len(names)
 
 
 def _notice(change: health.HealthChange) -> tuple[str, bool] | None:

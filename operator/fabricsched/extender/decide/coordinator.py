@@ -16,38 +16,21 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from fabricsched import ids
+from fabricsched import gangs, ids
 from fabricsched.api.placement import PlacementPhase
-from fabricsched.extender import (
-    admission,
-    following,
-    gang_sources,
-    gangs,
-    locality,
-    owners,
-    path_health,
-    pending,
-    placements,
-    planning,
-    pod_identity,
-    ports,
-    reservations,
-    verdicts,
-    workload_refs,
-)
+from fabricsched.extender.book import following, path_health, pending, reservations, sink, workloads
+from fabricsched.extender.decide import admission, locality, owners, planning, pod_identity, verdicts
+from fabricsched.extender.decide.answers import FilterAnswer, Scores
+from fabricsched.extender.decide.asking import PodRequest
 from fabricsched.placement import patience, request, session
-from fabricsched.ports import changes
+from fabricsched.ports import changes, views
 from fabricsched.topology import nodes
 
 logger = logging.getLogger(__name__)
-
-PLANNED_SCORE = 10
-OTHER_SCORE = 0
-
 
 @dataclass(frozen=True)
 class CoordinatorOptions:
@@ -64,24 +47,27 @@ class CoordinatorOptions:
 
 
 @dataclass(frozen=True)
-class FilterAnswer:
-    passed: list[str]
-    failed: dict[str, str] = field(default_factory=dict)
-    unresolvable: dict[str, str] = field(default_factory=dict)
-    error: str = ""
+class Parts:
+    """The parts the decisions work with, built by the composition root (``extender.service``)."""
 
-
-@dataclass(frozen=True)
-class Scores:
-    """Prioritize's answer: ``planned`` scores ``PLANNED_SCORE``, every other node
-    ``OTHER_SCORE``. Kept as the node list and one name, not 10k pairs, so the server can
-    encode it in one pass; iterating gives the (node, score) pairs."""
-
-    nodes: Sequence[str]
-    planned: str | None
-
-    def __iter__(self) -> Iterator[tuple[str, int]]:
-        return ((n, PLANNED_SCORE if n == self.planned else OTHER_SCORE) for n in self.nodes)
+    state: views.StateView
+    book: reservations.Book
+    writer: sink.PlanSink
+    events: sink.EventSink
+    owners: owners.OwnerCache
+    """The owners that size gangs (JobSets, training jobs, PodGroups, unseen Jobs)."""
+    path_health: path_health.PathHealth
+    """Running gangs' path health follows the fabric (the book's ``annotate``)."""
+    workloads: workloads.Registry
+    """Gang -> its workload object (JobSet, PyTorchJob, ...), the target of its path Events."""
+    pending: pending.PendingBoard
+    """Gangs without a plan yet: a Pending FabricPlacement says why (rate-limited writes)."""
+    follower: following.Follower
+    """Moves the book with the cluster: binds, ends, Jobs, expiry, restore."""
+    session: session.Session
+    """The placement session: snapshots, locality floors, running gangs' demands."""
+    identity: pod_identity.PodIdentity | None = None
+    """Checks that a request's pod exists with its UID (None: every pod is taken as sent)."""
 
 
 class Coordinator:
@@ -89,45 +75,30 @@ class Coordinator:
 
     def __init__(
         self,
-        state: ports.StateView,
-        book: reservations.Book,
-        writer: placements.PlacementWriter,
-        events: ports.EventSink,
+        parts: Parts,
         clock: Callable[[], float],
         options: CoordinatorOptions,
-        jobs: ports.JobFetcher | None = None,
-        owner_fetcher: owners.OwnerFetcher | None = None,
-        identity: pod_identity.PodIdentity | None = None,
+        on_freed: Callable[[], None] = lambda: None,
     ) -> None:
-        self.state = state
-        self.book = book
-        self.writer = writer
-        self.events = events
+        self.state = parts.state
+        self.book = parts.book
+        self.writer = parts.writer
+        self.events = parts.events
+        self.owners = parts.owners
+        self.identity = parts.identity
+        self.path_health = parts.path_health
+        self.workloads = parts.workloads
+        self.pending = parts.pending
+        self.follower = parts.follower
         self.clock = clock
         self.options = options
-        self.owners = owners.OwnerCache(state, owner_fetcher, jobs, clock)
-        """The owners that size gangs (JobSets, training jobs, PodGroups, unseen Jobs)."""
-        self.identity = identity
-        """Checks that a request's pod exists with its UID (None: every pod is taken as sent)."""
+        self.on_freed = on_freed
+        """Told when the book or the cluster freed capacity (``kube.wakeup``: waiting gangs retry)."""
         self.ready = False
         """Set by ``restore``: before it, no decision is made (a reservation could be lost)."""
-        self.path_health = path_health.PathHealth(state, book, writer, events, clock)
-        """Running gangs' path health follows the fabric (the book's ``annotate`` hook)."""
-        book.annotate = self.path_health.annotate
-        self.workloads = workload_refs.Registry()
-        """Gang -> its workload object (JobSet, PyTorchJob, ...), the target of its path Events."""
-        self.path_health.workload_of = self.workloads.workload_of
-        self.pending = pending.PendingBoard(writer, clock)
-        """Gangs without a plan yet: a Pending FabricPlacement says why (rate-limited writes)."""
-        self.follower = following.Follower(state, book, writer, clock, self.path_health, self.member,
-                                           self.owners.key)
-        """Moves the book with the cluster: binds, ends, Jobs, expiry, restore."""
-        self.on_freed: Callable[[], None] = lambda: None
-        """Told when the book or the cluster freed capacity (``wakeup``: waiting gangs retry)."""
         self._reserved_at_tick = 0
         self._noticed: dict[tuple[ids.GangKey, str], float] = {}
-        self._session = session.Session()
-        """The placement session: snapshots, locality floors, running gangs' demands."""
+        self._session = parts.session
         self._clocks = self._session.clocks
         """When gangs held for locality started waiting (from their pods' creation times)."""
 
@@ -141,34 +112,28 @@ class Coordinator:
             return FilterAnswer([], failed=verdicts.every(node_names, unknown))  # forged or gone: no decision
         # NodeName is a NewType of str: the names are used as they came, with no per-node copy.
         candidates = cast(Sequence[ids.NodeName], node_names)
-        known = self.book.get(self.owners.key(pod))
-        # A planned gang stays in its fabric; a new one goes to the fabric holding most candidates.
-        topology = known.topology if known is not None else self.state.topology_holding_most(candidates)
-        gang = await self._identify(pod, topology)
-        if isinstance(gang, gangs.NotOurs):
-            return FilterAnswer(list(node_names))
-        if isinstance(gang, gang_sources.Unsized):
+        asked = await self._ask(pod, candidates, manifest)
+        if asked is None:
+            return FilterAnswer(list(node_names))  # no GPU, or no fabric here: the scheduler decides alone
+        gang = asked.gang
+        if isinstance(gang, gangs.Unsized):
             return self._unresolved(pod, gang.reason, node_names)
-        entry = self.book.get(gang.key)
+        entry = asked.entry
         if entry is not None and entry.gpus_per_pod != gang.gpus_per_pod:
             return self._unresolved(pod, admission.mixed_gpus(gang, entry.gpus_per_pod), node_names)
-        snapshot = self.state.snapshot(topology) if topology is not None else None
-        if snapshot is None:
-            # None of these nodes is in a fabric: nothing to steer, the scheduler decides alone.
-            return FilterAnswer(list(node_names))
         if entry is None or entry.phase == PlacementPhase.EXPIRED:
             refused = admission.refusal(
                 # Newest first: a gang asking to be planned was just created, so its pods are
                 # found among the last ones seen rather than after every older pod.
                 gang, pod, entry, list(self.state.pods_in(pod.namespace).values())[::-1], self.book.entries(),
-                self.options.max_reserved_gpus_per_namespace, self.owners.key, self._resource(topology),
+                self.options.max_reserved_gpus_per_namespace, self.owners.key, asked.gpu_resource,
             )
             if isinstance(refused, admission.Mixed):
                 return self._unresolved(pod, refused.reason, node_names)
             if refused:
                 return FilterAnswer([], failed=verdicts.every(node_names, refused))
         if entry is None:
-            made = self._plan(gang, snapshot, candidates, pod, locality.created_at(manifest))
+            made = self._plan(asked, gang)
             if isinstance(made, FilterAnswer):
                 return made
             entry = made
@@ -178,14 +143,19 @@ class Coordinator:
                 # it (the scheduler's one loop would). A single pod's plan is used by this very
                 # answer (the bind holds the node): its object follows in the background.
                 self.writer.save_soon(entry.key, self.options.save_timeout_s)
+        return self._steer(asked, gang, entry)
+
+    def _steer(self, asked: PodRequest, gang: gangs.GangIdentity, entry: reservations.Entry) -> FilterAnswer:
+        """The answer for a pod of a planned gang: its rank's node, planned again if it must move."""
+        pod, candidates, snapshot = asked.pod, asked.candidates, asked.snapshot
         rank = gang.rank if gang.rank is not None else self._assign(entry, pod)
         if rank is None:
             reason = f"all {entry.size} ranks of gang {entry.display} are taken by other pods"
-            return FilterAnswer([], failed=verdicts.every(node_names, reason))
+            return FilterAnswer([], failed=verdicts.every(candidates, reason))
         if rank in entry.bound:
             # The pod asking is unbound, so another live pod holds this rank: a duplicated rank
             # (or a replacement whose predecessor still terminates). Nothing to plan again.
-            return FilterAnswer([], failed=verdicts.every(node_names, verdicts.rank_taken(entry, rank)))
+            return FilterAnswer([], failed=verdicts.every(candidates, verdicts.rank_taken(entry, rank)))
         target = entry.ranks[rank]
         if target is None or target not in candidates:
             moved = self._replan(entry, snapshot, candidates, pod)
@@ -206,15 +176,39 @@ class Coordinator:
         known = self.identity is None or self.identity.known(pod)
         return Scores(node_names, self._target(pod) if known else None)
 
-    def member(self, pod: nodes.PodUsage) -> tuple[ids.GangKey, int | None]:
-        """A pod's gang key and own rank: the one key function, for every caller."""
+    async def _ask(
+        self, pod: nodes.PodUsage, candidates: Sequence[ids.NodeName], manifest: Mapping[str, Any]
+    ) -> PodRequest | None:
+        """The request, computed once: the pod's gang, its plan, fabric, snapshot and GPU
+        resource. None when fabricsched does not steer the pod (no GPU, or no fabric here)."""
         key = self.owners.key(pod)
-        entry = self.book.get(key)
-        return self.owners.membership(pod, self._resource(entry.topology if entry is not None else None))
-
-    def _resource(self, topology: ids.TopologyName | None) -> str:
+        known = self.book.get(key)
+        # A planned gang stays in its fabric; a new one goes to the fabric holding most candidates.
+        topology = known.topology if known is not None else self.state.topology_holding_most(candidates)
         snapshot = self.state.snapshot(topology) if topology is not None else None
-        return snapshot.spec.gpu_resource if snapshot is not None else gangs.DEFAULT_GPU_RESOURCE
+        resource = snapshot.spec.gpu_resource if snapshot is not None else gangs.DEFAULT_GPU_RESOURCE
+        if pod.gpus(resource) <= 0:
+            return None
+        # The owner that sizes the gang (a JobSet, a Job whose watch event trails its pods) is
+        # read once, bounded in time; until it is known the pod waits, named in its reason.
+        await self.owners.prepare(pod)
+        gang = gangs.identify(pod, self.owners.view(resource), resource)
+        if isinstance(gang, gangs.NotOurs):  # pragma: no cover - its GPUs were counted above
+            return None
+        if snapshot is None and not isinstance(gang, gangs.Unsized):
+            # None of these nodes is in a fabric: nothing to steer, the scheduler decides alone.
+            return None
+        entry = known if isinstance(gang, gangs.Unsized) or gang.key == key else self.book.get(gang.key)
+        return PodRequest(pod, candidates, gang, entry, snapshot, resource, locality.created_at(manifest))
+
+    def _target(self, pod: nodes.PodUsage) -> ids.NodeName | None:
+        entry = self.book.get(self.owners.key(pod))
+        if entry is None:
+            return None
+        rank = self.owners.membership(pod, entry.gpu_resource)[1]
+        if rank is None:
+            rank = entry.pod_ranks.get(pod.uid)
+        return entry.ranks[rank] if rank is not None and rank < entry.size else None
 
     def _unresolved(self, pod: nodes.PodUsage, reason: str, node_names: Sequence[str]) -> FilterAnswer:
         """A known gang that cannot be sized (or mixes GPU requests): never a lone pod."""
@@ -222,31 +216,11 @@ class Coordinator:
         self._notice(pod, self.owners.key(pod), "GangUnresolved", message, True)
         return FilterAnswer([], failed=verdicts.every(node_names, message))
 
-    def _target(self, pod: nodes.PodUsage) -> ids.NodeName | None:
-        key, rank = self.member(pod)
-        entry = self.book.get(key)
-        if entry is None:
-            return None
-        if rank is None:
-            rank = entry.pod_ranks.get(pod.uid)
-        return entry.ranks[rank] if rank is not None and rank < entry.size else None
-
-    async def _identify(
-        self, pod: nodes.PodUsage, topology: ids.TopologyName | None
-    ) -> gangs.GangIdentity | gangs.NotOurs | gang_sources.Unsized:
-        resource = self._resource(topology)
-        if pod.gpus(resource) <= 0:
-            return gangs.NotOurs(f"requests no {resource}")
-        # The owner that sizes the gang (a JobSet, a Job whose watch event trails its pods) is
-        # read once, bounded in time; until it is known the pod waits, named in its reason.
-        await self.owners.prepare(pod)
-        return gang_sources.identify(pod, {}, self.owners.view(resource), resource)
-
     # --- planning -----------------------------------------------------------------------
 
     def _inputs(
         self,
-        snapshot: ports.SnapshotView,
+        snapshot: views.SnapshotView,
         exclude: ids.GangKey,
         keep: Sequence[ids.NodeName] = (),
         gpus_per_pod: int = 0,
@@ -258,16 +232,10 @@ class Coordinator:
         traffic = planning.traffic(self._session, snapshot.fabric, others)
         return planning.Inputs(self._session, snapshot, reserved, traffic)
 
-    def _plan(
-        self,
-        gang: gangs.GangIdentity,
-        snapshot: ports.SnapshotView,
-        candidates: Sequence[ids.NodeName],
-        pod: nodes.PodUsage,
-        created: float | None,
-    ) -> reservations.Entry | FilterAnswer:
+    def _plan(self, asked: PodRequest, gang: gangs.GangIdentity) -> reservations.Entry | FilterAnswer:
+        pod, snapshot, candidates, created = asked.pod, asked.snapshot, asked.candidates, asked.created
         inputs = self._inputs(snapshot, gang.key)
-        bound = self.follower.bound_ranks(gang.key, gang.namespace, gang.size)
+        bound = self.follower.bound_ranks(gang.key, gang.namespace, gang.size, asked.gpu_resource)
         lost = 0 < len(bound) < gang.size
         fresh: reservations.Entry | request.NoFit
         if lost:
@@ -283,7 +251,7 @@ class Coordinator:
             if isinstance(held, FilterAnswer):
                 return held
             fresh = held if isinstance(held, request.NoFit) else planning.new_entry(
-                gang, snapshot.name, snapshot.fabric, held)
+                gang, snapshot.name, snapshot.fabric, held, asked.gpu_resource)
         if isinstance(fresh, request.NoFit):
             self.pending.no_fit(gang, snapshot.name, fresh)
             return self._no_fit(gang.key, gang.display, gang.tier, gang.required, fresh, candidates, pod)
@@ -292,7 +260,7 @@ class Coordinator:
             self.follower.track(entry)  # its bound ranks, from the pods
             entry = self.book.get(entry.key) or entry
         self.writer.submit(entry)
-        self.workloads.remember(entry.key, pod, self.owners.pod_group_uid(pod))
+        self.workloads.remember(entry.key, self.owners.workload_of(pod, asked.gpu_resource))
         self.pending.planned(entry, created)
         summary = "; ".join(entry.reasons) or "planned"
         if entry.degraded_path:
@@ -311,7 +279,7 @@ class Coordinator:
     def _hold(
         self,
         gang: gangs.GangIdentity,
-        snapshot: ports.SnapshotView,
+        snapshot: views.SnapshotView,
         made: request.Plan,
         candidates: Sequence[str],
         pod: nodes.PodUsage,
@@ -350,7 +318,7 @@ class Coordinator:
     def _replan(
         self,
         entry: reservations.Entry,
-        snapshot: ports.SnapshotView,
+        snapshot: views.SnapshotView,
         candidates: Sequence[ids.NodeName],
         pod: nodes.PodUsage,
     ) -> reservations.Entry | FilterAnswer:
@@ -369,7 +337,7 @@ class Coordinator:
         entry: reservations.Entry,
         rank: int,
         target: ids.NodeName,
-        snapshot: ports.SnapshotView,
+        snapshot: views.SnapshotView,
         candidates: Sequence[ids.NodeName],
     ) -> reservations.Entry | None:
         """A reserved rank whose host degraded or went down after the plan: planned again by
@@ -463,15 +431,15 @@ class Coordinator:
         cutoff = self.clock() - self.options.event_interval_s
         self._noticed = {k: t for k, t in self._noticed.items() if t > cutoff}
 
-    async def restore(self) -> None:
-        """Rebuild the book from FabricPlacement objects and bound pods (after a restart); from
-        then on decisions are made."""
+    def restore(self, stored: Iterable[reservations.Entry]) -> None:
+        """Rebuild the book from the stored plans (the FabricPlacement objects, read by the
+        composition root) and the bound pods (after a restart); from then on decisions are made."""
         self.path_health.seed()
-        await self.follower.restore(self.pending.adopt)
+        self.follower.restore(stored, self.pending.adopt)
         for pod in self.state.pods.values() if len(self.book) else ():
             key = self.owners.key(pod)
-            if not self.workloads.knows(key) and self.book.get(key) is not None:
-                self.workloads.remember(key, pod)
+            if not self.workloads.knows(key) and (entry := self.book.get(key)) is not None:
+                self.workloads.remember(key, self.owners.workload_of(pod, entry.gpu_resource))
         # The first request after ready answers as fast as the hundredth.
         planning.warm(self._session, self.state, self.book.entries(),
                       lambda snap: self._inputs(snap, planning.WARM_KEY), self.options.placement)

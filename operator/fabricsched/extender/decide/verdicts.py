@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from fabricsched import parsing
-from fabricsched.extender import reservations
+from fabricsched.extender.book import reservations
 
 MAX_REASON_BYTES = 160
 """Longest reason given for one node (UTF-8 bytes): a filter answer for N nodes stays near

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 
-from fabricsched import ids
+from fabricsched import gangs, ids
 from fabricsched.api.conditions import Condition
 from fabricsched.api.placement import PathElement, PlacementPhase
 
@@ -72,6 +72,21 @@ class Entry:
     """The conditions read back from the object (the writer dates new ones from these)."""
     pod_ranks: Mapping[str, int] = field(default_factory=dict)
     """Pod UID -> rank, for pods that carry no rank of their own (non-indexed Jobs)."""
+    gpu_resource: str = gangs.DEFAULT_GPU_RESOURCE
+    """The GPU resource of its fabric (``spec.gpuResource``): its pods' ranks are read with it."""
+
+    @classmethod
+    def of_gang(
+        cls, gang: gangs.GangIdentity, topology: ids.TopologyName, ranks: tuple[ids.NodeName | None, ...],
+        gpu_resource: str = gangs.DEFAULT_GPU_RESOURCE,
+    ) -> Entry:
+        """An entry carrying the gang's identity on ``topology``: what a plan and a Pending
+        record share; the caller adds the rest."""
+        return cls(
+            key=gang.key, namespace=gang.namespace, name=gang.name, job_uid=gang.job_uid,
+            job_name=gang.job_name, size=gang.size, gpus_per_pod=gang.gpus_per_pod, topology=topology,
+            tier=gang.tier, required=gang.required, ranks=ranks, gpu_resource=gpu_resource,
+        )
 
     @property
     def display(self) -> str:
@@ -105,13 +120,13 @@ class Book:
     caller (the FabricPlacement writer) can keep one while the book moves on.
     """
 
-    def __init__(self, options: BookOptions) -> None:
+    def __init__(self, options: BookOptions, annotate: Callable[[Entry], Entry] | None = None) -> None:
         self.options = options
         self._entries: dict[ids.GangKey, Entry] = {}
         self._reserved: dict[ids.NodeName, int] = {}
         self.expiries = 0
         """Plans whose unbound ranks were let go (a counter, for metrics)."""
-        self.annotate: Callable[[Entry], Entry] | None = None
+        self.annotate = annotate
         """Called on every entry put (``path_health``: the path's health); returns the entry kept."""
 
     # --- reading ------------------------------------------------------------------------

@@ -14,14 +14,16 @@ from prometheus_client import core as prom_core
 from prometheus_client import registry as prom_registry
 
 from fabricsched.api.placement import PlacementPhase
-from fabricsched.extender import pending, ports, reservations
+from fabricsched.extender.book import pending, reservations
+from fabricsched.ports import views
+from fabricsched.topology import gpus
 
 WAIT_BUCKETS = (0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
 SLOWDOWN_BUCKETS = (1.0, 1.05, 1.1, 1.25, 1.5, 2.0, 3.0, 5.0)
 
 
 class _BookCollector(prom_registry.Collector):
-    def __init__(self, state: ports.StateView, book: reservations.Book, board: pending.PendingBoard) -> None:
+    def __init__(self, state: views.StateView, book: reservations.Book, board: pending.PendingBoard) -> None:
         self._state = state
         self._book = book
         self._board = board
@@ -61,16 +63,18 @@ class _BookCollector(prom_registry.Collector):
             if snapshot is None:
                 continue
             fab, free = snapshot.fabric, snapshot.free_gpus
-            held = self._book.reserved_in(topology)
+            # The one "free minus reserved" rule (``topology.gpus.free_after``).
+            left = gpus.free_after(free, self._book.reserved_in(topology))
             for domain in fab.domains.values():
-                used = reserved = 0
+                used = available = 0
                 for host in domain.hosts:
                     idle = min(fab.hosts[host].gpus, max(0, free.get(host, 0)))
                     used += fab.hosts[host].gpus - idle
-                    reserved += min(idle, held.get(host, 0))
+                    available += min(idle, left.get(host, 0))
                 tier = fab.tiers[domain.tier].name
                 labels = [topology, tier, domain.name]
-                family.add_metric([*labels, "free"], domain.gpus - used - reserved)
+                reserved = domain.gpus - used - available
+                family.add_metric([*labels, "free"], available)
                 family.add_metric([*labels, "reserved"], reserved)
                 family.add_metric([*labels, "used"], used)
         return family
@@ -82,11 +86,7 @@ class ExtenderMetrics:
     def __init__(
         self,
         registry: prometheus_client.CollectorRegistry,
-        state: ports.StateView,
-        book: reservations.Book,
-        board: pending.PendingBoard,
     ) -> None:
-        registry.register(_BookCollector(state, book, board))
         self.wait = prometheus_client.Histogram(
             "fabricsched_gang_placement_wait_seconds",
             "From a gang's first pod's creation to its plan.",
@@ -99,6 +99,14 @@ class ExtenderMetrics:
             buckets=SLOWDOWN_BUCKETS,
             registry=registry,
         )
+
+    @staticmethod
+    def watch_book(
+        registry: prometheus_client.CollectorRegistry, state: views.StateView, book: reservations.Book,
+        board: pending.PendingBoard,
+    ) -> None:
+        """Gauges of the book and the waiting gangs, read at every scrape."""
+        registry.register(_BookCollector(state, book, board))
 
     def observe_plan(self, entry: reservations.Entry, waited_s: float) -> None:
         self.wait.observe(max(0.0, waited_s))

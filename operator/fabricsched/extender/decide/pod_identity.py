@@ -20,9 +20,8 @@ import logging
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
-from kubernetes import client
 
 from fabricsched import parsing
 from fabricsched.ports import errors, views
@@ -39,7 +38,7 @@ MAX_REMEMBERED = 4096
 
 
 class PodLookup(Protocol):
-    """Reads one pod's UID from the API server (``ApiPodLookup``)."""
+    """Reads one pod's UID from the API server (``kube.fetchers.ApiPodLookup``)."""
 
     async def uid_of(self, namespace: str, name: str) -> str | None:
         """The UID of the pod, or None when no such pod exists; raises ``ApiError`` otherwise."""
@@ -138,22 +137,3 @@ class PodIdentity:
         self._answers.move_to_end(key)
         while len(self._answers) > MAX_REMEMBERED:
             self._answers.popitem(last=False)
-
-
-class ApiPodLookup:
-    """``PodLookup`` through ``CoreV1Api`` (a worker thread: the client is synchronous)."""
-
-    def __init__(self, api_client: client.ApiClient, timeout_s: float = 2.0) -> None:
-        self._api = client.CoreV1Api(api_client)
-        self._timeout_s = timeout_s
-
-    async def uid_of(self, namespace: str, name: str) -> str | None:
-        try:
-            pod: Any = await asyncio.to_thread(
-                errors.call, self._api.read_namespaced_pod, name, namespace, _request_timeout=self._timeout_s
-            )
-        except errors.NotFound:
-            return None
-        except errors.Rejected:
-            return None  # a name the API server cannot even hold: no such pod
-        return str(pod.metadata.uid or "") if pod.metadata is not None else ""

@@ -22,9 +22,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from fabricsched import parsing
+from fabricsched import gangs, parsing
 from fabricsched.api import rfc3339
-from fabricsched.extender import gangs
 from fabricsched.placement import patience, request, session
 from fabricsched.topology import fabric
 

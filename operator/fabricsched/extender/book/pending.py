@@ -21,7 +21,8 @@ from collections.abc import Callable, Collection, Mapping
 
 from fabricsched import ids
 from fabricsched.api.placement import PlacementPhase
-from fabricsched.extender import gangs, placements, planning, reservations
+from fabricsched import gangs
+from fabricsched.extender.book import reservations, sink
 from fabricsched.placement import request
 
 NO_FIT = "NoFit"
@@ -43,7 +44,11 @@ class PendingBoard:
     """The waiting gangs' last written (reason, message), and the rate limit on their writes."""
 
     def __init__(
-        self, writer: placements.PlacementWriter, clock: Callable[[], float], refresh_s: float = REFRESH_S
+        self,
+        writer: sink.PlanSink,
+        clock: Callable[[], float],
+        refresh_s: float = REFRESH_S,
+        on_planned: Callable[[reservations.Entry, float], None] | None = None,
     ) -> None:
         self.writer = writer
         self.clock = clock
@@ -51,7 +56,7 @@ class PendingBoard:
         self._last: dict[ids.GangKey, tuple[str, str, float]] = {}
         self.since: dict[ids.GangKey, float] = {}
         """When each waiting gang was first seen waiting (placement wait metric)."""
-        self.on_planned: Callable[[reservations.Entry, float], None] | None = None
+        self.on_planned = on_planned
         """Told every new plan and its wait in seconds (the extender's metrics)."""
         self._jobless: dict[ids.GangKey, reservations.Entry] = {}
         """Waiting gangs without a Job, by key: nothing else deletes their Pending object."""
@@ -71,7 +76,7 @@ class PendingBoard:
         self._last[gang.key] = (reason, message, now)
         self.since.setdefault(gang.key, now)
         entry = entry_of(gang, topology, reason, message)
-        if not (gang.job_name and gang.job_uid):  # no ownerReference (``placements.manifest_of``)
+        if not (gang.job_name and gang.job_uid):  # no ownerReference (``objects.manifest_of``)
             self._jobless[gang.key] = entry
         self.writer.submit(entry)
         return True
@@ -149,7 +154,7 @@ def entry_of(
 ) -> reservations.Entry:
     """The Pending entry of a waiting gang: its identity, no ranks."""
     return dataclasses.replace(
-        planning.entry_for(gang, topology, (None,) * gang.size),
+        reservations.Entry.of_gang(gang, topology, (None,) * gang.size),
         phase=PlacementPhase.PENDING,
         waiting=(reason, message),
     )

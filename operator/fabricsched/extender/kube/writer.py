@@ -1,31 +1,27 @@
-"""FabricPlacement objects: the book's entries made inspectable, and durable across restarts.
+"""Writing FabricPlacement objects: the book's entries made inspectable, and durable across
+restarts.
 
-``manifest_of`` and ``entry_of`` convert between a book entry and the object (the pydantic
-models of ``api.placement`` check both ways). ``PlacementWriter`` keeps the writes off the
-request path: decisions ``submit`` an entry and return; a task writes the newest entry of
-each gang. A fresh plan's object is created at once (``save_soon``), not after the coalescing
-delay, so its other ranks' reservation survives a restart as soon as possible.
+``PlacementWriter`` keeps the writes off the request path: decisions ``submit`` an entry (the
+book's ``sink.PlanSink``) and return; a task writes the newest entry of each gang. A fresh
+plan's object is created at once (``save_soon``), not after the coalescing delay, so its other
+ranks' reservation survives a restart as soon as possible.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import hashlib
 import logging
-import math
 import re
 import time
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
-
-import pydantic
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from fabricsched import ids
 from fabricsched.api import conditions as api_conditions
 from fabricsched.api import placement as api
-from fabricsched.api import rfc3339
-from fabricsched.extender import placement_conditions, ports, reservations
+from fabricsched.extender.book import conditions, reservations
+from fabricsched.extender.book.objects import manifest_of
 from fabricsched.ports import errors
 
 logger = logging.getLogger(__name__)
@@ -39,134 +35,40 @@ STANDBY_POLL_S = 0.5
 """How often a standby replica's writer looks whether it leads now."""
 
 
-MAX_NAME = 253
-_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-_NOT_NAME = re.compile(r"[^a-z0-9]+")
-HASH_DIGITS = 8
 _NAMESPACE_NOT_FOUND = re.compile(r'namespaces \\?"[^"\\]*\\?" not found')
 """The API server's message for a missing namespace, plain or JSON-escaped in a Status body."""
 
 
-class Unreadable(ValueError):
-    """A FabricPlacement object that does not describe a plan (hand-edited, or another version)."""
+class PlacementStore(Protocol):
+    """FabricPlacement objects in the API server (``store.ApiPlacementStore``).
 
+    Failures are ``fabricsched.ports.errors.ApiError``s: ``Rejected`` for an invalid object
+    (retrying cannot help), any other for a failure worth a retry."""
 
-def object_name(entry: reservations.Entry) -> str:
-    """The object's name, one per gang: the gang's name when it is a valid object name (a Job's
-    name always is); any other (a label value such as ``llama_70b`` or ``Dup``) becomes its
-    sanitised form plus 8 hex digits of a hash of the gang key, so ``Dup`` and ``dup`` get two
-    objects. ``spec.gang`` keeps the name as given."""
-    if len(entry.name) <= MAX_NAME and _DNS_SUBDOMAIN.fullmatch(entry.name):
-        return entry.name
-    digest = hashlib.sha256(entry.key.encode()).hexdigest()[:HASH_DIGITS]
-    stem = _NOT_NAME.sub("-", entry.name.lower()).strip("-")[: MAX_NAME - HASH_DIGITS - 1].rstrip("-")
-    return f"{stem or 'gang'}-{digest}"
+    async def load(self) -> list[dict[str, Any]]:
+        """Every FabricPlacement object in the cluster."""
+        ...
 
+    async def create(self, manifest: dict[str, Any]) -> None:
+        """Create the object named in ``manifest`` with its spec (the plan) if it does not exist
+        yet; its status is left to ``save``."""
+        ...
 
-def manifest_of(
-    entry: reservations.Entry, conditions: Sequence[api_conditions.Condition] | None = None
-) -> dict[str, Any]:
-    """The whole object: metadata (owner Job), spec (the plan) and status (its progress);
-    ``conditions`` default to the entry's own (``placement_conditions`` makes new ones)."""
-    spec = api.FabricPlacementSpec(
-        gang=entry.name,
-        job_uid=entry.job_uid,  # the UID part of the gang key: restore derives the same key
-        size=entry.size,
-        gpus_per_pod=entry.gpus_per_pod,
-        tier=api.PlacementTier(
-            name=entry.tier or _lowest(entry),
-            policy=api.TierPolicy.REQUIRED if entry.required else api.TierPolicy.PREFERRED,
-        ),
-        topology=entry.topology,
-        domains={tier: list(names) for tier, names in entry.domains.items()},
-        ranks=[api.RankAssignment(rank=r, node=n) for r, n in enumerate(entry.ranks) if n is not None],
-    )
-    status = api.FabricPlacementStatus(
-        phase=entry.phase,
-        expires_at=(
-            rfc3339.format_epoch(entry.expires_at) if entry.phase == api.PlacementPhase.RESERVED else None
-        ),
-        bound_ranks=sorted(entry.bound),
-        comm_slowdown=_finite(entry.comm_slowdown),
-        comm_slowdown_at_placement=(
-            _finite(entry.comm_slowdown_at_placement) if entry.comm_slowdown_at_placement else None
-        ),
-        degraded_path=entry.degraded_path,
-        unhealthy_path=list(entry.unhealthy[: api.MAX_UNHEALTHY]),
-        unhealthy_path_count=entry.unhealthy_count,
-        conditions=list(entry.conditions if conditions is None else conditions),
-        reasons=list(entry.reasons),
-    )
-    metadata: dict[str, Any] = {"name": object_name(entry), "namespace": entry.namespace}
-    if entry.job_name and entry.job_uid:
-        metadata["ownerReferences"] = [
-            {
-                "apiVersion": "batch/v1",
-                "kind": "Job",
-                "name": entry.job_name,
-                "uid": entry.job_uid,
-                "controller": False,
-                "blockOwnerDeletion": False,
-            }
-        ]
-    obj = api.FabricPlacement(metadata=metadata, spec=spec, status=status)
-    return obj.to_wire()
-
-
-def entry_of(manifest: Mapping[str, Any]) -> reservations.Entry:
-    """The book entry an object describes; raises ``Unreadable`` for one that describes none."""
-    try:
-        obj = api.FabricPlacement.model_validate(
-            {k: v for k, v in manifest.items() if k in ("apiVersion", "kind", "metadata", "spec", "status")}
-        )
-        expires_at = rfc3339.parse(obj.status.expires_at) if obj.status and obj.status.expires_at else 0.0
-    except (pydantic.ValidationError, ValueError) as e:
-        name = str((manifest.get("metadata") or {}).get("name"))[:MAX_NAME]
-        raise Unreadable(f"FabricPlacement {name}: {_first_line(e)}") from e
-    spec, status = obj.spec, obj.status or api.FabricPlacementStatus()
-    namespace = str(obj.metadata.get("namespace") or "default")
-    owner = next((r for r in obj.metadata.get("ownerReferences") or () if r.get("kind") == "Job"), None)
-    job_name = str(owner["name"]) if owner else None
-    ranks: list[ids.NodeName | None] = [None] * spec.size
-    for assignment in spec.ranks:
-        ranks[assignment.rank] = ids.NodeName(assignment.node)
-    return reservations.Entry(
-        key=ids.gang_key(namespace, spec.gang, spec.job_uid),
-        namespace=namespace,
-        name=spec.gang,
-        job_uid=spec.job_uid,
-        job_name=job_name,
-        size=spec.size,
-        gpus_per_pod=spec.gpus_per_pod,
-        topology=ids.TopologyName(spec.topology),
-        # A default (lowest) preferred tier is written out by name; it reads back the same.
-        tier=spec.tier.name,
-        required=spec.tier.policy == api.TierPolicy.REQUIRED,
-        ranks=tuple(ranks),
-        # Bound ranks are re-derived from the pods; the status only tells which were bound.
-        bound={},
-        expires_at=expires_at,
-        phase=status.phase,
-        domains={tier: tuple(ids.DomainName(n) for n in names) for tier, names in spec.domains.items()},
-        comm_slowdown=status.comm_slowdown or 1.0,
-        comm_slowdown_at_placement=status.comm_slowdown_at_placement,
-        degraded_path=status.degraded_path,
-        unhealthy=tuple(status.unhealthy_path or ()),
-        unhealthy_count=status.unhealthy_path_count or 0,
-        conditions=tuple(status.conditions or ()),
-        reasons=tuple(status.reasons),
-    )
+    async def save(self, manifest: dict[str, Any]) -> None:
+        """Create or update the object (spec and status) named in ``manifest``; a ``Released``
+        one without an owning Job is deleted (nothing else would collect it)."""
+        ...
 
 
 class PlacementWriter:
-    """Writes the newest entry of each submitted gang, one write per gang at a time."""
+    """Writes the newest entry of each submitted gang, one write per gang at a time (the book's
+    ``sink.PlanSink``)."""
 
     def __init__(
-        self, store: ports.PlacementStore, book: reservations.Book, clock: Callable[[], float] = time.time,
+        self, store: PlacementStore, clock: Callable[[], float] = time.time,
         leading: Callable[[], bool] = lambda: True,
     ) -> None:
         self.store = store
-        self.book = book
         self.clock = clock
         self.leading = leading
         """Whether this replica does the background writes (the Lease holder); a standby keeps
@@ -185,11 +87,13 @@ class PlacementWriter:
         self.failures = 0
         self.dropped = 0
         """Writes dropped because the gang's namespace was gone."""
+        self._gone: dict[ids.GangKey, str] = {}
+        """Gangs whose namespace is gone, with the reason: the book's follower releases them."""
 
     def submit(self, entry: reservations.Entry) -> None:
         """Queue the entry; a later submit of the same gang replaces it (only the newest counts)."""
         previous = self._conditions.get(entry.key, list(entry.conditions))
-        made = placement_conditions.of(entry, previous, self.clock())
+        made = conditions.of(entry, previous, self.clock())
         if entry.active or entry.phase == api.PlacementPhase.PENDING:
             self._conditions[entry.key] = made
         else:
@@ -206,6 +110,11 @@ class PlacementWriter:
     @property
     def pending(self) -> int:
         return len(self._pending)
+
+    def take_gone(self) -> list[tuple[ids.GangKey, str]]:
+        """The gangs found with their namespace gone since the last call, with the reason."""
+        gone, self._gone = list(self._gone.items()), {}
+        return gone
 
     def save_soon(self, key: ids.GangKey, timeout_s: float) -> None:
         """Start creating the gang's object now, without waiting for it (``save_now`` in a
@@ -331,12 +240,13 @@ class PlacementWriter:
 
     def _drop(self, entry: reservations.Entry, cause: errors.ApiError) -> None:
         """The gang's namespace is gone or terminating: no write can ever land, and no pod of
-        it can bind any more. The write is dropped (not retried) and the plan released, so its
-        reservation frees the GPUs at once."""
+        it can bind any more. The write is dropped (not retried) and the gang reported
+        (``take_gone``), so the follower releases its plan and its GPUs at the next tick."""
         self._pending.pop(entry.key, None)
         self._pending_objects.discard(entry.key)
         self._conditions.pop(entry.key, None)
-        self.book.release(entry.key, f"namespace {entry.namespace} is gone")
+        if entry.active:
+            self._gone[entry.key] = f"namespace {entry.namespace} is gone"
         self.dropped += 1
         logger.info("FabricPlacement %s not written, its namespace is gone: %s", entry.display, cause)
 
@@ -350,15 +260,3 @@ def namespace_gone(e: errors.ApiError) -> bool:
     return isinstance(e, errors.Forbidden) and "being terminated" in text
 
 
-def _finite(slowdown: float) -> float:
-    # A path over a down element has an infinite slowdown; JSON has no infinity.
-    return slowdown if 1 <= slowdown < math.inf else (1.0 if slowdown < 1 else 1e9)
-
-
-def _lowest(entry: reservations.Entry) -> str:
-    # The preferred default is the lowest tier; the first domains key is the lowest tier used.
-    return next(iter(entry.domains), "leaf")
-
-
-def _first_line(e: Exception) -> str:
-    return str(e).splitlines()[0][:200] if str(e) else type(e).__name__

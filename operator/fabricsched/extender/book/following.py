@@ -13,17 +13,21 @@ Every call runs on the event loop thread, as the cluster state requires.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
-from fabricsched import ids
+from fabricsched import gangs, ids
 from fabricsched.api.placement import PlacementPhase
-from fabricsched.extender import gangs, placements, ports, reservations
-from fabricsched.extender import path_health as path_health_module
-from fabricsched.ports import changes, jobs
+from fabricsched.extender.book import path_health as path_health_module
+from fabricsched.extender.book import reservations, sink
+from fabricsched.ports import changes, jobs, views
 from fabricsched.topology import nodes
 
 logger = logging.getLogger(__name__)
+
+RankOf = Callable[[nodes.PodUsage, str], int | None]
+"""(pod, GPU resource of its gang's fabric) -> the pod's own rank, or None (the book assigns one)."""
 
 SWEEP_S = 10.0
 """How often every gang without a Job is checked for a pod left, whatever pod event was
@@ -35,18 +39,18 @@ class Follower:
 
     def __init__(
         self,
-        state: ports.StateView,
+        state: views.StateView,
         book: reservations.Book,
-        writer: placements.PlacementWriter,
+        writer: sink.PlanSink,
         clock: Callable[[], float],
+        key: Callable[[nodes.PodUsage], ids.GangKey],
+        rank: RankOf,
         path_health: path_health_module.PathHealth | None = None,
-        member: Callable[[nodes.PodUsage], tuple[ids.GangKey, int | None]] = gangs.membership,
-        key: Callable[[nodes.PodUsage], ids.GangKey] | None = None,
     ) -> None:
-        self.member = member
-        """The process's one key function: (gang key, own rank) of a pod."""
-        self.key = key or (lambda pod: member(pod)[0])
-        """The gang key alone, where no rank is wanted (a third of ``member``'s work)."""
+        self.key = key
+        """The process's one key function (``gangs.key_of`` over the owners the extender read)."""
+        self.rank = rank
+        """A member pod's own rank (``gangs.membership``), given its gang's GPU resource."""
         self.state = state
         self.path_health = path_health
         self.book = book
@@ -73,7 +77,7 @@ class Follower:
             case changes.HealthChanged(topology=topology, change=moved):
                 # Plans read health from the next snapshot; running gangs follow it here.
                 if self.path_health is not None:
-                    self.path_health.on_health(topology, moved)
+                    self.path_health.on_health(topology, moved, self.book, self.writer)
             case changes.TopologyChanged():
                 pass  # read from the next snapshot when a gang is planned
 
@@ -88,7 +92,7 @@ class Follower:
     def _pod_changed(self, pod: nodes.PodUsage, ended: bool) -> None:
         if not len(self.book):
             return  # no plans (as while the initial listings arrive): no gang to follow
-        key, rank = self.member(pod)
+        key = self.key(pod)
         entry = self.book.get(key)
         if entry is None:
             return
@@ -98,7 +102,7 @@ class Follower:
             if not entry.job_name:
                 self._ended_check.add(key)  # a gang with a Job is released by the Job's end
         else:
-            members[pod.uid] = (rank, pod.node)
+            members[pod.uid] = (self.rank(pod, entry.gpu_resource), pod.node)
         self._sync_bound(entry)
 
     def _sync_bound(self, entry: reservations.Entry) -> None:
@@ -121,7 +125,10 @@ class Follower:
             self.writer.submit(final)
 
     def housekeeping(self) -> None:
-        """Expire idle reservations; release gangs without a Job once all their pods ended."""
+        """Expire idle reservations; release gangs whose namespace is gone, and gangs without a
+        Job once all their pods ended."""
+        for key, reason in self.writer.take_gone():
+            self.release(key, reason)
         now = self.clock()
         for entry in self.book.expire(now):
             self.writer.submit(entry)
@@ -148,6 +155,7 @@ class Follower:
     def adopt(self, entry: reservations.Entry) -> None:
         """A plan another replica's extender made (the FabricPlacement watch, ``mirroring``),
         booked as ``restore`` books one: its bound ranks re-derived from the pods here."""
+        entry = self._with_resource(entry)
         job = self.state.job_by_uid(entry.namespace, entry.job_uid) if entry.job_name else None
         if job is not None and (job.finished or job.deleted):
             return  # over already; the other replica's Released write follows
@@ -163,7 +171,9 @@ class Follower:
         if latest is not None:
             self.writer.submit(latest)
 
-    def bound_ranks(self, key: ids.GangKey, namespace: str, size: int) -> dict[int, ids.NodeName]:
+    def bound_ranks(
+        self, key: ids.GangKey, namespace: str, size: int, gpu_resource: str
+    ) -> dict[int, ids.NodeName]:
         """Ranks of gang ``key`` whose pods are bound and live (the book may have no plan for it:
         one lost before its object landed, or deleted). A pod with no rank of its own takes the
         lowest rank left; pods beyond ``size`` are left out."""
@@ -172,9 +182,9 @@ class Follower:
         for pod in self.state.pods_in(namespace).values():
             if pod.node is None or gangs.pod_ended(pod):
                 continue
-            member, rank = self.member(pod)
-            if member != key:
+            if self.key(pod) != key:
                 continue
+            rank = self.rank(pod, gpu_resource)
             if rank is not None and 0 <= rank < size and rank not in found:
                 found[rank] = pod.node
             else:
@@ -188,26 +198,21 @@ class Follower:
         bound ranks re-derived from the pods here."""
         members = self._bound[entry.key] = {}
         for pod in self.state.pods_in(entry.namespace).values():
-            if pod.active and pod.node is not None:
-                key, rank = self.member(pod)
-                if key == entry.key:
-                    members[pod.uid] = (rank, pod.node)
+            if pod.active and pod.node is not None and self.key(pod) == entry.key:
+                members[pod.uid] = (self.rank(pod, entry.gpu_resource), pod.node)
         if not entry.job_name:
             self._ended_check.add(entry.key)
         booked = self.book.get(entry.key)
         if booked is not None:
             self._sync_bound(booked)
 
-    async def restore(self, pending: Callable[[reservations.Entry], None] | None = None) -> None:
-        """Rebuild the book from FabricPlacement objects and bound pods (after a restart); every
-        Pending object read back is also given to ``pending``. Raises
-        ``ports.errors.ApiError`` when the objects cannot be listed (the caller retries)."""
-        for manifest in await self.writer.store.load():
-            try:
-                entry = placements.entry_of(manifest)
-            except placements.Unreadable as e:
-                logger.warning("ignoring an unreadable FabricPlacement: %s", e)
-                continue
+    def restore(
+        self, stored: Iterable[reservations.Entry], pending: Callable[[reservations.Entry], None] | None = None
+    ) -> None:
+        """Rebuild the book from the entries the FabricPlacement objects hold and the bound pods
+        (after a restart); every Pending entry is also given to ``pending``."""
+        for stored_entry in stored:
+            entry = self._with_resource(stored_entry)
             if entry.phase == PlacementPhase.PENDING:
                 self.writer.replaces_pending(entry.key)
                 if pending is not None:
@@ -224,9 +229,9 @@ class Follower:
                 self.writer.submit(kept)
         for pod in self.state.pods.values() if len(self.book) else ():
             if pod.active and pod.node is not None:
-                key, rank = self.member(pod)
-                if self.book.get(key) is not None:
-                    self._bound.setdefault(key, {})[pod.uid] = (rank, pod.node)
+                key = self.key(pod)
+                if (booked := self.book.get(key)) is not None:
+                    self._bound.setdefault(key, {})[pod.uid] = (self.rank(pod, booked.gpu_resource), pod.node)
         for entry in self.book.entries():
             self._sync_bound(entry)
             job = self.state.job_by_uid(entry.namespace, entry.job_uid) if entry.job_name else None
@@ -237,3 +242,9 @@ class Follower:
             elif not entry.job_name:
                 self._ended_check.add(entry.key)
         logger.info("restored %d gang reservations", len(self.book))
+
+    def _with_resource(self, entry: reservations.Entry) -> reservations.Entry:
+        """A stored entry with its fabric's GPU resource (the object does not carry it)."""
+        snapshot = self.state.snapshot(entry.topology)
+        resource = snapshot.spec.gpu_resource if snapshot is not None else gangs.DEFAULT_GPU_RESOURCE
+        return entry if resource == entry.gpu_resource else dataclasses.replace(entry, gpu_resource=resource)

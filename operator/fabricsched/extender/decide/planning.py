@@ -13,8 +13,9 @@ import math
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from fabricsched import ids
-from fabricsched.extender import gangs, ports, reservations
+from fabricsched import gangs, ids
+from fabricsched.extender.book import reservations
+from fabricsched.ports import views
 from fabricsched.placement import capacity, ranks, request, session
 from fabricsched.topology import fabric, gpus
 
@@ -27,7 +28,7 @@ class Inputs:
 
     session: session.Session
     """The extender's placement session (snapshots, floors, running gangs' demands)."""
-    snapshot: ports.SnapshotView
+    snapshot: views.SnapshotView
     reserved: Mapping[ids.NodeName, int]
     """GPUs held for other gangs' unbound ranks (and this gang's ranks that keep their node)."""
     traffic: capacity.Traffic
@@ -84,35 +85,16 @@ def plan(
 
 
 def new_entry(
-    gang: gangs.GangIdentity, topology: ids.TopologyName, fab: fabric.Fabric, made: request.Plan
+    gang: gangs.GangIdentity, topology: ids.TopologyName, fab: fabric.Fabric, made: request.Plan,
+    gpu_resource: str,
 ) -> reservations.Entry:
     """The book entry of a fresh plan (its expiry is set by ``Book.reserve``)."""
     return dataclasses.replace(
-        entry_for(gang, topology, tuple(made.ranks)),
+        reservations.Entry.of_gang(gang, topology, tuple(made.ranks), gpu_resource),
         domains=_named(fab, made.domains),
         comm_slowdown=made.comm_slowdown,
         degraded_path=made.degraded_path,
         reasons=tuple(made.reasons),
-    )
-
-
-def entry_for(
-    gang: gangs.GangIdentity, topology: ids.TopologyName, ranks: tuple[ids.NodeName | None, ...]
-) -> reservations.Entry:
-    """A book entry carrying the gang's identity on ``topology``: what a plan and a Pending
-    record share; the caller adds the rest."""
-    return reservations.Entry(
-        key=gang.key,
-        namespace=gang.namespace,
-        name=gang.name,
-        job_uid=gang.job_uid,
-        job_name=gang.job_name,
-        size=gang.size,
-        gpus_per_pod=gang.gpus_per_pod,
-        topology=topology,
-        tier=gang.tier,
-        required=gang.required,
-        ranks=ranks,
     )
 
 
@@ -175,7 +157,8 @@ def around(
     no plan holds them: the other ranks move by the ``replan`` rule, near the bound ones. The
     bound pods are usage in the snapshot already, so ``inputs`` reserve nothing for them."""
     placed = tuple(bound.get(r) for r in range(gang.size))
-    start = replace(entry_for(gang, topology, placed), bound=dict(bound))
+    start = replace(reservations.Entry.of_gang(gang, topology, placed, inputs.snapshot.spec.gpu_resource),
+                    bound=dict(bound))
     made = replan(inputs, start, [r for r in range(gang.size) if r not in bound], candidates, options)
     if isinstance(made, request.NoFit):
         return made
@@ -252,9 +235,9 @@ WARM_KEY = ids.GangKey("fabricsched/warm-up")
 
 def warm(
     sess: session.Session,
-    state: ports.StateView,
+    state: views.StateView,
     entries: Sequence[reservations.Entry],
-    inputs_of: Callable[[ports.SnapshotView], Inputs],
+    inputs_of: Callable[[views.SnapshotView], Inputs],
     options: request.PlacementOptions,
 ) -> None:
     """Build each fabric's snapshot, engine view and running traffic now (before ready), and

@@ -18,12 +18,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from fabricsched import ids, parsing
-from fabricsched.extender import gangs, reservations
+from fabricsched import gangs, ids, parsing
+from fabricsched.extender.book import reservations
 from fabricsched.topology import nodes
 
 KeyOf = Callable[[nodes.PodUsage], ids.GangKey]
-"""The process's one gang key function (``gang_sources.gang_key`` over the owner cache)."""
+"""The process's one gang key function (``gangs.key_of`` over the owner cache)."""
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,7 @@ class Mixed:
 
 def missing_pods(
     key: ids.GangKey, size: int, asking: nodes.PodUsage, pods: Iterable[nodes.PodUsage],
-    key_of: KeyOf = lambda pod: gangs.membership(pod)[0], gpu_resource: str = gangs.DEFAULT_GPU_RESOURCE,
+    key_of: KeyOf, gpu_resource: str,
 ) -> int | Mixed:
     """How many more live pods gang ``key`` needs before it is planned (0: plan it), or
     ``Mixed`` when one of them asks for another GPU count than ``asking``.
@@ -82,8 +82,8 @@ def refusal(
     pods: Iterable[nodes.PodUsage],
     entries: Iterable[reservations.Entry],
     namespace_limit: int,
-    key_of: KeyOf = lambda pod: gangs.membership(pod)[0],
-    gpu_resource: str = gangs.DEFAULT_GPU_RESOURCE,
+    key_of: KeyOf,
+    gpu_resource: str,
 ) -> str | Mixed | None:
     """Why gang ``gang`` may not be planned now (``entry``: its Expired plan, if any), or None.
 

@@ -3,7 +3,7 @@
 Where it sits in the flow: ``Coordinator.filter`` calls ``OwnerCache.prepare`` for the pod it
 is asked about -> the owner the pod names (its JobSet, PyTorchJob, MPIJob, PodGroup, or a Job
 the cluster state has not seen) is read once with a GET, bounded in time, and kept ->
-``gang_sources`` sizes and ranks the gang through ``OwnerCache.view`` (the ``OwnerLookup``
+``gangs`` sizes and ranks the gang through ``OwnerCache.view`` (the ``OwnerLookup``
 port), synchronously, on the event loop. A read that takes longer than ``fetch_timeout_s``
 goes on in the background (the next filter call for that pod finds its answer); the pod
 meanwhile fails every node with "waiting for JobSet NS/NAME", never a lone-pod placement.
@@ -23,25 +23,23 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from kubernetes import client
 
-from fabricsched import ids, parsing
-from fabricsched.extender import gang_sources, gangs, ports
-from fabricsched.ports import errors, jobs
+from fabricsched import gangs, ids, parsing
+from fabricsched.ports import errors, jobs, notices, views
 from fabricsched.topology import nodes
 
 logger = logging.getLogger(__name__)
 
-RESOURCES: Mapping[str, tuple[str, str, str]] = {
-    "JobSet": ("jobset.x-k8s.io", "v1alpha2", "jobsets"),
-    "PyTorchJob": ("kubeflow.org", "v1", "pytorchjobs"),
-    "MPIJob": ("kubeflow.org", "v2beta1", "mpijobs"),
-    "PodGroup": ("scheduling.k8s.io", "v1beta1", "podgroups"),
-}
-"""The owner kinds read (group, version, plural): the chart grants get/list/watch on them."""
-
 OwnerId = tuple[str, str, str]
 """(kind, namespace, name)."""
+
+
+class JobFetcher(Protocol):
+    """Reads one Job from the API when the state has not seen it yet (``kube.store.ApiJobFetcher``)."""
+
+    async def fetch(self, namespace: str, name: str) -> jobs.JobInfo | None:
+        """The Job, or None when it does not exist; raises ``ApiError`` when the API fails."""
+        ...
 
 
 class OwnerFetcher(Protocol):
@@ -71,13 +69,13 @@ class _Cached:
 
 
 class OwnerCache:
-    """The owners of gang pods, read on demand; ``view`` is ``gang_sources.OwnerLookup``."""
+    """The owners of gang pods, read on demand; ``view`` is ``gangs.OwnerLookup``."""
 
     def __init__(
         self,
-        state: ports.StateView,
+        state: views.StateView,
         fetcher: OwnerFetcher | None,
-        job_fetcher: ports.JobFetcher | None,
+        job_fetcher: JobFetcher | None,
         clock: Callable[[], float],
         options: CacheOptions | None = None,
     ) -> None:
@@ -92,64 +90,57 @@ class OwnerCache:
         self._reads: dict[OwnerId, asyncio.Task[None]] = {}
         self._views: dict[str, _View] = {}
 
-    def pod_group_uid(self, pod: nodes.PodUsage) -> str:
-        """The UID of the PodGroup the pod names, when the cache holds it (for Events)."""
+    def workload_of(self, pod: nodes.PodUsage, gpu_resource: str) -> notices.ObjectRef | None:
+        """The object a user submitted for the pod's gang (``gangs.workload_of``), with the
+        PodGroup's UID when the cache holds it (the pod does not carry it)."""
         try:
             facts = self.view().pod_group(pod.namespace, pod.pod_group) if pod.pod_group else None
-        except ValueError:  # parsing.Invalid: an unreadable PodGroup has no usable UID
+        except parsing.Invalid:  # an unreadable PodGroup has no usable UID
             facts = None
-        return facts.uid if facts is not None else ""
+        return gangs.workload_of(pod, self.view(gpu_resource), facts.uid if facts is not None else "")
 
-    def view(self, gpu_resource: str = gangs.DEFAULT_GPU_RESOURCE) -> gang_sources.OwnerLookup:
+    def view(self, gpu_resource: str = gangs.DEFAULT_GPU_RESOURCE) -> gangs.OwnerLookup:
         found = self._views.get(gpu_resource)
         if found is None:
             found = self._views[gpu_resource] = _View(self, gpu_resource)
         return found
 
     def key(self, pod: nodes.PodUsage) -> ids.GangKey:
-        """The process's one gang key function (``gang_sources.gang_key`` over this cache)."""
-        return gang_sources.gang_key(pod, self.view())
+        """The process's one gang key function (``gangs.key_of`` over this cache)."""
+        return gangs.key_of(pod, self.view())
 
     def membership(self, pod: nodes.PodUsage, gpu_resource: str) -> tuple[ids.GangKey, int | None]:
-        return gang_sources.membership(pod, self.view(gpu_resource), gpu_resource)
+        return gangs.membership(pod, self.view(gpu_resource), gpu_resource)
 
     # --- reads ------------------------------------------------------------------------
 
     async def prepare(self, pod: nodes.PodUsage) -> None:
-        """Read the owners ``pod`` names that the cache lacks, waiting at most
-        ``fetch_timeout_s`` for them. Never raises."""
-        labels = pod.labels
-        if gangs.GANG_LABEL in labels:
-            await self._prepare_job(pod)
-            return
+        """Read the owner ``pod``'s gang source names (``gangs.Source.owner``) when the cache
+        lacks it, waiting at most ``fetch_timeout_s``. Never raises."""
         if pod.pod_group:
+            # The PodGroup's policy decides whether it is the pod's source: read it first.
             await self._read(("PodGroup", pod.namespace, pod.pod_group), "")
-            cached = self._owners.get(("PodGroup", pod.namespace, pod.pod_group))
-            facts = self._facts(cached, "PodGroup", "") if cached is not None else None
-            if not isinstance(facts, gang_sources.PodGroupFacts) or facts.gang_min_count is not None:
-                return  # a gang PodGroup (or not read yet): the PodGroup decides
-        if labels.get(gang_sources.JOBSET_NAME):
-            owner = ("JobSet", pod.namespace, labels[gang_sources.JOBSET_NAME])
-            await self._read(owner, labels.get(gang_sources.JOBSET_UID, ""))
-        elif labels.get(gang_sources.KUBEFLOW_JOB_NAME):
-            if pod.owner is not None and pod.owner[0] in gang_sources.TRAINING_KINDS:
-                await self._read((pod.owner[0], pod.namespace, pod.owner[1]), pod.owner[2])
-        elif not labels.get(gang_sources.LWS_NAME):
-            await self._prepare_job(pod)
+        needed = gangs.source_of(pod, self.view()).owner(pod)
+        if needed is None:
+            return
+        kind, name, uid = needed
+        if kind == "Job":
+            await self._prepare_job(pod.namespace, name)
+        else:
+            await self._read((kind, pod.namespace, name), uid)
 
-    async def _prepare_job(self, pod: nodes.PodUsage) -> None:
-        _, job_name, _ = gangs.key_parts(pod)
-        if not job_name or self.job_fetcher is None or self._job(pod.namespace, job_name) is not None:
+    async def _prepare_job(self, namespace: str, job_name: str) -> None:
+        if self.job_fetcher is None or self._job(namespace, job_name) is not None:
             return
         try:
             fetched = await asyncio.wait_for(
-                self.job_fetcher.fetch(pod.namespace, job_name), self.options.fetch_timeout_s
+                self.job_fetcher.fetch(namespace, job_name), self.options.fetch_timeout_s
             )
         except (errors.ApiError, TimeoutError) as e:
-            logger.debug("Job %s/%s not read: %s", pod.namespace, job_name, e)
+            logger.debug("Job %s/%s not read: %s", namespace, job_name, e)
             return
         if fetched is not None:
-            self._jobs[(pod.namespace, job_name)] = fetched
+            self._jobs[(namespace, job_name)] = fetched
             while len(self._jobs) > self.options.max_owners:
                 self._jobs.popitem(last=False)
 
@@ -230,13 +221,7 @@ class OwnerCache:
             return None
         if gpu_resource not in cached.parsed:
             try:
-                parsed: object
-                if kind == "JobSet":
-                    parsed = gang_sources.jobset_facts(cached.manifest, gpu_resource)
-                elif kind == "PodGroup":
-                    parsed = gang_sources.pod_group_facts(cached.manifest)
-                else:
-                    parsed = gang_sources.training_job_facts(cached.manifest, gpu_resource)
+                parsed = gangs.facts_of(kind, cached.manifest, gpu_resource)
             except parsing.Invalid as e:
                 parsed = e
             cached.parsed[gpu_resource] = parsed
@@ -244,45 +229,23 @@ class OwnerCache:
 
 
 class _View:
-    """``gang_sources.OwnerLookup`` over the cache, for one GPU resource name."""
+    """``gangs.OwnerLookup`` over the cache, for one GPU resource name."""
 
     def __init__(self, cache: OwnerCache, gpu_resource: str) -> None:
         self._cache = cache
         self._resource = gpu_resource
 
-    def job(self, namespace: str, name: str) -> gangs.JobFacts | None:
-        job = self._cache._job(namespace, name)
-        return None if job is None else gangs.JobFacts(job.name, job.uid, job.parallelism, job.completions)
+    def job(self, namespace: str, name: str) -> jobs.JobInfo | None:
+        return self._cache._job(namespace, name)
 
-    def jobset(self, namespace: str, name: str) -> gang_sources.JobSetFacts | None:
+    def jobset(self, namespace: str, name: str) -> gangs.JobSetFacts | None:
         found = self._cache._lookup("JobSet", namespace, name, self._resource)
-        return found if isinstance(found, gang_sources.JobSetFacts) else None
+        return found if isinstance(found, gangs.JobSetFacts) else None
 
-    def training_job(self, namespace: str, kind: str, name: str) -> gang_sources.TrainingJobFacts | None:
+    def training_job(self, namespace: str, kind: str, name: str) -> gangs.TrainingJobFacts | None:
         found = self._cache._lookup(kind, namespace, name, self._resource)
-        return found if isinstance(found, gang_sources.TrainingJobFacts) else None
+        return found if isinstance(found, gangs.TrainingJobFacts) else None
 
-    def pod_group(self, namespace: str, name: str) -> gang_sources.PodGroupFacts | None:
+    def pod_group(self, namespace: str, name: str) -> gangs.PodGroupFacts | None:
         found = self._cache._lookup("PodGroup", namespace, name, self._resource)
-        return found if isinstance(found, gang_sources.PodGroupFacts) else None
-
-
-class ApiOwnerFetcher:
-    """``OwnerFetcher`` through the API server (one GET in a worker thread, bounded)."""
-
-    def __init__(self, api_client: client.ApiClient, timeout_s: float = 5.0) -> None:
-        self._api = client.CustomObjectsApi(api_client)
-        self._timeout_s = timeout_s
-
-    async def get(self, kind: str, namespace: str, name: str) -> Mapping[str, Any] | None:
-        group, version, plural = RESOURCES[kind]
-        try:
-            found = await asyncio.to_thread(
-                errors.call, self._api.get_namespaced_custom_object, group, version, namespace, plural,
-                name, _request_timeout=self._timeout_s,
-            )
-        except errors.NotFound:
-            return None
-        if not isinstance(found, Mapping):
-            raise errors.ApiError(f"{kind} {namespace}/{parsing.excerpt(name)} is not an object")
-        return found
+        return found if isinstance(found, gangs.PodGroupFacts) else None

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from fabricsched.api import conditions
 from fabricsched.api.placement import PathElement, PlacementPhase
-from fabricsched.extender import reservations
+from fabricsched.extender.book import reservations
 
 RESERVED = "Reserved"
 BOUND = "Bound"

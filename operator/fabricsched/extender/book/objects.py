@@ -1,0 +1,153 @@
+"""A book entry as its FabricPlacement object, and back: what a user reads and what a restart
+restores from.
+
+Pure: ``manifest_of`` and ``entry_of`` convert between a book entry and the object (the pydantic
+models of ``api.placement`` check both ways); ``object_name`` names the object. Writing it is the
+writer's (``extender.kube.writer``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pydantic
+
+from fabricsched import ids
+from fabricsched.api import conditions as api_conditions
+from fabricsched.api import placement as api
+from fabricsched.api import rfc3339
+from fabricsched.extender.book import reservations
+
+MAX_NAME = 253
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_NOT_NAME = re.compile(r"[^a-z0-9]+")
+HASH_DIGITS = 8
+
+
+class Unreadable(ValueError):
+    """A FabricPlacement object that does not describe a plan (hand-edited, or another version)."""
+
+
+def object_name(entry: reservations.Entry) -> str:
+    """The object's name, one per gang: the gang's name when it is a valid object name (a Job's
+    name always is); any other (a label value such as ``llama_70b`` or ``Dup``) becomes its
+    sanitised form plus 8 hex digits of a hash of the gang key, so ``Dup`` and ``dup`` get two
+    objects. ``spec.gang`` keeps the name as given."""
+    if len(entry.name) <= MAX_NAME and _DNS_SUBDOMAIN.fullmatch(entry.name):
+        return entry.name
+    digest = hashlib.sha256(entry.key.encode()).hexdigest()[:HASH_DIGITS]
+    stem = _NOT_NAME.sub("-", entry.name.lower()).strip("-")[: MAX_NAME - HASH_DIGITS - 1].rstrip("-")
+    return f"{stem or 'gang'}-{digest}"
+
+
+def manifest_of(
+    entry: reservations.Entry, conditions: Sequence[api_conditions.Condition] | None = None
+) -> dict[str, Any]:
+    """The whole object: metadata (owner Job), spec (the plan) and status (its progress);
+    ``conditions`` default to the entry's own (``placement_conditions`` makes new ones)."""
+    spec = api.FabricPlacementSpec(
+        gang=entry.name,
+        job_uid=entry.job_uid,  # the UID part of the gang key: restore derives the same key
+        size=entry.size,
+        gpus_per_pod=entry.gpus_per_pod,
+        tier=api.PlacementTier(
+            name=entry.tier or _lowest(entry),
+            policy=api.TierPolicy.REQUIRED if entry.required else api.TierPolicy.PREFERRED,
+        ),
+        topology=entry.topology,
+        domains={tier: list(names) for tier, names in entry.domains.items()},
+        ranks=[api.RankAssignment(rank=r, node=n) for r, n in enumerate(entry.ranks) if n is not None],
+    )
+    status = api.FabricPlacementStatus(
+        phase=entry.phase,
+        expires_at=(
+            rfc3339.format_epoch(entry.expires_at) if entry.phase == api.PlacementPhase.RESERVED else None
+        ),
+        bound_ranks=sorted(entry.bound),
+        comm_slowdown=_finite(entry.comm_slowdown),
+        comm_slowdown_at_placement=(
+            _finite(entry.comm_slowdown_at_placement) if entry.comm_slowdown_at_placement else None
+        ),
+        degraded_path=entry.degraded_path,
+        unhealthy_path=list(entry.unhealthy[: api.MAX_UNHEALTHY]),
+        unhealthy_path_count=entry.unhealthy_count,
+        conditions=list(entry.conditions if conditions is None else conditions),
+        reasons=list(entry.reasons),
+    )
+    metadata: dict[str, Any] = {"name": object_name(entry), "namespace": entry.namespace}
+    if entry.job_name and entry.job_uid:
+        metadata["ownerReferences"] = [
+            {
+                "apiVersion": "batch/v1",
+                "kind": "Job",
+                "name": entry.job_name,
+                "uid": entry.job_uid,
+                "controller": False,
+                "blockOwnerDeletion": False,
+            }
+        ]
+    obj = api.FabricPlacement(metadata=metadata, spec=spec, status=status)
+    return obj.to_wire()
+
+
+def entry_of(manifest: Mapping[str, Any]) -> reservations.Entry:
+    """The book entry an object describes; raises ``Unreadable`` for one that describes none."""
+    try:
+        obj = api.FabricPlacement.model_validate(
+            {k: v for k, v in manifest.items() if k in ("apiVersion", "kind", "metadata", "spec", "status")}
+        )
+        expires_at = rfc3339.parse(obj.status.expires_at) if obj.status and obj.status.expires_at else 0.0
+    except (pydantic.ValidationError, ValueError) as e:
+        name = str((manifest.get("metadata") or {}).get("name"))[:MAX_NAME]
+        raise Unreadable(f"FabricPlacement {name}: {_first_line(e)}") from e
+    spec, status = obj.spec, obj.status or api.FabricPlacementStatus()
+    namespace = str(obj.metadata.get("namespace") or "default")
+    owner = next((r for r in obj.metadata.get("ownerReferences") or () if r.get("kind") == "Job"), None)
+    job_name = str(owner["name"]) if owner else None
+    ranks: list[ids.NodeName | None] = [None] * spec.size
+    for assignment in spec.ranks:
+        ranks[assignment.rank] = ids.NodeName(assignment.node)
+    return reservations.Entry(
+        key=ids.gang_key(namespace, spec.gang, spec.job_uid),
+        namespace=namespace,
+        name=spec.gang,
+        job_uid=spec.job_uid,
+        job_name=job_name,
+        size=spec.size,
+        gpus_per_pod=spec.gpus_per_pod,
+        topology=ids.TopologyName(spec.topology),
+        # A default (lowest) preferred tier is written out by name; it reads back the same.
+        tier=spec.tier.name,
+        required=spec.tier.policy == api.TierPolicy.REQUIRED,
+        ranks=tuple(ranks),
+        # Bound ranks are re-derived from the pods; the status only tells which were bound.
+        bound={},
+        expires_at=expires_at,
+        phase=status.phase,
+        domains={tier: tuple(ids.DomainName(n) for n in names) for tier, names in spec.domains.items()},
+        comm_slowdown=status.comm_slowdown or 1.0,
+        comm_slowdown_at_placement=status.comm_slowdown_at_placement,
+        degraded_path=status.degraded_path,
+        unhealthy=tuple(status.unhealthy_path or ()),
+        unhealthy_count=status.unhealthy_path_count or 0,
+        conditions=tuple(status.conditions or ()),
+        reasons=tuple(status.reasons),
+    )
+
+
+def _finite(slowdown: float) -> float:
+    # A path over a down element has an infinite slowdown; JSON has no infinity.
+    return slowdown if 1 <= slowdown < math.inf else (1.0 if slowdown < 1 else 1e9)
+
+
+def _lowest(entry: reservations.Entry) -> str:
+    # The preferred default is the lowest tier; the first domains key is the lowest tier used.
+    return next(iter(entry.domains), "leaf")
+
+
+def _first_line(e: Exception) -> str:
+    return str(e).splitlines()[0][:200] if str(e) else type(e).__name__
