@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 
+from fabricsched import gangs
 from fabricsched.controller import state as cluster_state
 from fabricsched.dashboard import view
-from fabricsched import gangs
 from fabricsched.extender import service
 
 

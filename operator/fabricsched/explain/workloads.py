@@ -14,7 +14,6 @@ from typing import Any
 from fabricsched.explain import bounds
 from fabricsched.gangs import kinds
 
-
 WorkloadKind = kinds.WorkloadKind
 KINDS: tuple[WorkloadKind, ...] = tuple(k for k in kinds.KINDS if k.pod_label)
 """Tried in this order for a NAME that is no FabricPlacement; the first that exists wins."""

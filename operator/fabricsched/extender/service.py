@@ -20,7 +20,15 @@ import prometheus_client
 from aiohttp import web
 from kubernetes import client
 
-from fabricsched.extender.book import following, mirror, objects, path_health, pending, reservations, workloads
+from fabricsched.extender.book import (
+    following,
+    mirror,
+    objects,
+    path_health,
+    pending,
+    reservations,
+    workloads,
+)
 from fabricsched.extender.decide import coordinator, owners, pod_identity
 from fabricsched.extender.http import metrics, server
 from fabricsched.extender.http import tls as server_tls

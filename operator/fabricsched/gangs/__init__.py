@@ -34,8 +34,8 @@ from fabricsched.gangs.owners import (
     JobSetFacts,
     OwnerLookup,
     PodGroupFacts,
-    ReplicatedJob,
     Replica,
+    ReplicatedJob,
     TrainingJobFacts,
     facts_of,
 )

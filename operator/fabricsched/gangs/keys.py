@@ -30,10 +30,6 @@ class GangRef:
     def display(self) -> str:
         return f"{self.namespace}/{self.name}"
 
-    @property
-    def is_pod_group(self) -> bool:
-        return self.uid == POD_GROUP_MARKER
-
     @classmethod
     def parse(cls, key: ids.GangKey | str) -> GangRef:
         """The parts of a key's string form (a namespace has no ``/``; a UID has no ``@``)."""

@@ -40,8 +40,8 @@ class WorkloadKind:
 JOB = WorkloadKind("Job", "batch", "v1", "jobs", "batch.kubernetes.io/controller-uid", "uid")
 JOBSET = WorkloadKind("JobSet", "jobset.x-k8s.io", "v1alpha2", "jobsets", "jobset.sigs.k8s.io/jobset-name",
                       sizes_gangs=True)
-PYTORCH_JOB = WorkloadKind("PyTorchJob", "kubeflow.org", "v1", "pytorchjobs", "training.kubeflow.org/job-name",
-                           sizes_gangs=True)
+PYTORCH_JOB = WorkloadKind("PyTorchJob", "kubeflow.org", "v1", "pytorchjobs",
+                           "training.kubeflow.org/job-name", sizes_gangs=True)
 MPI_JOB = WorkloadKind("MPIJob", "kubeflow.org", "v2beta1", "mpijobs", "training.kubeflow.org/job-name",
                        sizes_gangs=True)
 LEADER_WORKER_SET = WorkloadKind("LeaderWorkerSet", "leaderworkerset.x-k8s.io", "v1", "leaderworkersets",

@@ -57,8 +57,9 @@ def membership(pod: nodes.PodUsage, lookup: owners.OwnerLookup,
     return key, None
 
 
-def identify(pod: nodes.PodUsage, lookup: owners.OwnerLookup,
-             gpu_resource: str = identity.DEFAULT_GPU_RESOURCE) -> identity.GangIdentity | identity.NotOurs | Unsized:
+def identify(
+    pod: nodes.PodUsage, lookup: owners.OwnerLookup, gpu_resource: str = identity.DEFAULT_GPU_RESOURCE
+) -> identity.GangIdentity | identity.NotOurs | Unsized:
     """What the extender plans with: the pod's gang with its tier constraint and GPU request."""
     gpus = pod.gpus(gpu_resource)
     if gpus <= 0:

@@ -153,7 +153,8 @@ def _lws_ref(pod: nodes.PodUsage) -> GangRef:
     with contextlib.suppress(parsing.Invalid):
         group = str(parsing.count(group, f"label {LWS_GROUP_INDEX}", identity.MAX_INDEX))
     # group-key is a hash that changes when the group is recreated: a new plan, as a Job UID gives.
-    return GangRef(pod.namespace, f"{pod.labels.get(LWS_NAME, '')}-{group}", pod.labels.get(LWS_GROUP_KEY, ""))
+    name = f"{pod.labels.get(LWS_NAME, '')}-{group}"
+    return GangRef(pod.namespace, name, pod.labels.get(LWS_GROUP_KEY, ""))
 
 
 # --- what claims a pod --------------------------------------------------------------------
@@ -375,9 +376,10 @@ SOURCES: tuple[Source, ...] = (
            _jobset_owner),
     Source(SourceKind.TRAINING_JOB, _labelled(KUBEFLOW_JOB_NAME), _training_ref, _resolve_training_job,
            _training_workload, _training_owner),
-    Source(SourceKind.LEADER_WORKER_SET, _labelled(LWS_NAME), _lws_ref, _resolve_lws, _lws_workload, _no_owner),
-    Source(SourceKind.JOB, _has_job, _job_ref, _explicit_or_job(SourceKind.JOB), _job_workload, _job_owner),
-    Source(SourceKind.POD, lambda _pod, _lookup: True, _job_ref, _explicit_or_job(SourceKind.POD), _no_workload,
+    Source(SourceKind.LEADER_WORKER_SET, _labelled(LWS_NAME), _lws_ref, _resolve_lws, _lws_workload,
            _no_owner),
+    Source(SourceKind.JOB, _has_job, _job_ref, _explicit_or_job(SourceKind.JOB), _job_workload, _job_owner),
+    Source(SourceKind.POD, lambda _pod, _lookup: True, _job_ref, _explicit_or_job(SourceKind.POD),
+           _no_workload, _no_owner),
 )
 """In precedence order; the last claims every pod."""

@@ -207,7 +207,9 @@ class Follower:
             self._sync_bound(booked)
 
     def restore(
-        self, stored: Iterable[reservations.Entry], pending: Callable[[reservations.Entry], None] | None = None
+        self,
+        stored: Iterable[reservations.Entry],
+        pending: Callable[[reservations.Entry], None] | None = None,
     ) -> None:
         """Rebuild the book from the entries the FabricPlacement objects hold and the bound pods
         (after a restart); every Pending entry is also given to ``pending``."""

@@ -73,7 +73,8 @@ class PlanMirror:
             return
         self.follower.adopt(entry)
         self.adopted += 1
-        logger.info("following the plan of %s made by another replica (%s)", entry.display, entry.phase)
+        logger.info("following the plan of %s made by another replica (%s; %d plans taken so far)",
+                    entry.display, entry.phase, self.adopted)
 
 
 class PlacementFeed(Protocol):

@@ -19,9 +19,8 @@ import dataclasses
 import types
 from collections.abc import Callable, Collection, Mapping
 
-from fabricsched import ids
+from fabricsched import gangs, ids
 from fabricsched.api.placement import PlacementPhase
-from fabricsched import gangs
 from fabricsched.extender.book import reservations, sink
 from fabricsched.placement import request
 
@@ -29,7 +28,6 @@ NO_FIT = "NoFit"
 TIER_UNSATISFIABLE = "RequiredTierUnsatisfiable"
 UNPLACEABLE = "Unplaceable"
 HELD_FOR_LOCALITY = "HeldForLocality"
-WAITING_FOR_PODS = "WaitingForPods"
 
 MAX_MESSAGE = 1024
 REFRESH_S = 30.0

@@ -21,6 +21,8 @@ class PodRequest:
     pod: nodes.PodUsage
     candidates: Sequence[ids.NodeName]
     """The nodes the kube-scheduler found feasible, as it sent them."""
+    key: ids.GangKey
+    """The gang key from the pod (``gangs.key_of``), as the book holds it."""
     gang: gangs.GangIdentity | gangs.Unsized
     entry: reservations.Entry | None
     """The gang's plan in the book, if any."""

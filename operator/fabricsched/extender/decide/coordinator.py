@@ -23,7 +23,7 @@ from typing import Any, cast
 from fabricsched import gangs, ids
 from fabricsched.api.placement import PlacementPhase
 from fabricsched.extender.book import following, path_health, pending, reservations, sink, workloads
-from fabricsched.extender.decide import admission, locality, owners, planning, pod_identity, verdicts
+from fabricsched.extender.decide import admission, locality, notices, owners, planning, pod_identity, verdicts
 from fabricsched.extender.decide.answers import FilterAnswer, Scores
 from fabricsched.extender.decide.asking import PodRequest
 from fabricsched.placement import patience, request, session
@@ -97,7 +97,7 @@ class Coordinator:
         self.ready = False
         """Set by ``restore``: before it, no decision is made (a reservation could be lost)."""
         self._reserved_at_tick = 0
-        self._noticed: dict[tuple[ids.GangKey, str], float] = {}
+        self.notices = notices.Notices(self.events, clock, options.event_interval_s)
         self._session = parts.session
         self._clocks = self._session.clocks
         """When gangs held for locality started waiting (from their pods' creation times)."""
@@ -117,10 +117,11 @@ class Coordinator:
             return FilterAnswer(list(node_names))  # no GPU, or no fabric here: the scheduler decides alone
         gang = asked.gang
         if isinstance(gang, gangs.Unsized):
-            return self._unresolved(pod, gang.reason, node_names)
+            return self.notices.unresolved(pod, asked.key, gang.reason, node_names)
         entry = asked.entry
         if entry is not None and entry.gpus_per_pod != gang.gpus_per_pod:
-            return self._unresolved(pod, admission.mixed_gpus(gang, entry.gpus_per_pod), node_names)
+            mixed = admission.mixed_gpus(gang, entry.gpus_per_pod)
+            return self.notices.unresolved(pod, gang.key, mixed, node_names)
         if entry is None or entry.phase == PlacementPhase.EXPIRED:
             refused = admission.refusal(
                 # Newest first: a gang asking to be planned was just created, so its pods are
@@ -129,7 +130,7 @@ class Coordinator:
                 self.options.max_reserved_gpus_per_namespace, self.owners.key, asked.gpu_resource,
             )
             if isinstance(refused, admission.Mixed):
-                return self._unresolved(pod, refused.reason, node_names)
+                return self.notices.unresolved(pod, gang.key, refused.reason, node_names)
             if refused:
                 return FilterAnswer([], failed=verdicts.every(node_names, refused))
         if entry is None:
@@ -199,7 +200,8 @@ class Coordinator:
             # None of these nodes is in a fabric: nothing to steer, the scheduler decides alone.
             return None
         entry = known if isinstance(gang, gangs.Unsized) or gang.key == key else self.book.get(gang.key)
-        return PodRequest(pod, candidates, gang, entry, snapshot, resource, locality.created_at(manifest))
+        created = locality.created_at(manifest)
+        return PodRequest(pod, candidates, key, gang, entry, snapshot, resource, created)
 
     def _target(self, pod: nodes.PodUsage) -> ids.NodeName | None:
         entry = self.book.get(self.owners.key(pod))
@@ -209,12 +211,6 @@ class Coordinator:
         if rank is None:
             rank = entry.pod_ranks.get(pod.uid)
         return entry.ranks[rank] if rank is not None and rank < entry.size else None
-
-    def _unresolved(self, pod: nodes.PodUsage, reason: str, node_names: Sequence[str]) -> FilterAnswer:
-        """A known gang that cannot be sized (or mixes GPU requests): never a lone pod."""
-        message = f"gang not identified: {reason}"
-        self._notice(pod, self.owners.key(pod), "GangUnresolved", message, True)
-        return FilterAnswer([], failed=verdicts.every(node_names, message))
 
     # --- planning -----------------------------------------------------------------------
 
@@ -254,7 +250,8 @@ class Coordinator:
                 gang, snapshot.name, snapshot.fabric, held, asked.gpu_resource)
         if isinstance(fresh, request.NoFit):
             self.pending.no_fit(gang, snapshot.name, fresh)
-            return self._no_fit(gang.key, gang.display, gang.tier, gang.required, fresh, candidates, pod)
+            return self.notices.no_fit(
+                pod, gang.key, gang.display, gang.tier, gang.required, fresh, candidates)
         entry = self.book.reserve(fresh, self.clock())
         if lost:
             self.follower.track(entry)  # its bound ranks, from the pods
@@ -264,7 +261,7 @@ class Coordinator:
         self.pending.planned(entry, created)
         summary = "; ".join(entry.reasons) or "planned"
         if entry.degraded_path:
-            self._notice(
+            self.notices.pod(
                 pod,
                 entry.key,
                 "FabricDegradedPath",
@@ -273,7 +270,7 @@ class Coordinator:
                 True,
             )
         else:
-            self._notice(pod, entry.key, "FabricPlanned", f"gang {entry.display}: {summary}", False)
+            self.notices.pod(pod, entry.key, "FabricPlanned", f"gang {entry.display}: {summary}", False)
         return entry
 
     def _hold(
@@ -294,7 +291,7 @@ class Coordinator:
         """
         wanted = locality.settings(pod.annotations, self.options.placement.locality_wait)
         if wanted.problems:
-            self._notice(
+            self.notices.pod(
                 pod, gang.key, "FabricLocalityWaitInvalid",
                 f"gang {gang.display} does not wait for locality: {'; '.join(wanted.problems)}", True,
             )
@@ -308,7 +305,7 @@ class Coordinator:
             self.pending.wait(
                 gang, snapshot.name, pending.HELD_FOR_LOCALITY, pending.message_of(gang, decision.reason)
             )
-            self._notice(pod, gang.key, "FabricWaitingForLocality", message, False)
+            self.notices.pod(pod, gang.key, "FabricWaitingForLocality", message, False)
             return FilterAnswer([], failed=verdicts.every(candidates, message))
         self._clocks.forget(gang.key)
         if decision.reason is None:
@@ -329,7 +326,8 @@ class Coordinator:
         inputs = self._inputs(snapshot, entry.key, keep, entry.gpus_per_pod)
         moved = planning.replan(inputs, entry, moving, candidates, self.options.placement)
         if isinstance(moved, request.NoFit):
-            return self._no_fit(entry.key, entry.display, entry.tier, entry.required, moved, candidates, pod)
+            return self.notices.no_fit(
+                pod, entry.key, entry.display, entry.tier, entry.required, moved, candidates)
         return self._commit(entry, moving, moved)
 
     def _move_off(
@@ -371,27 +369,6 @@ class Coordinator:
         self.writer.submit(updated)
         return updated
 
-    def _no_fit(
-        self,
-        key: ids.GangKey,
-        display: str,
-        tier: str | None,
-        required: bool,
-        why: request.NoFit,
-        candidates: Sequence[str],
-        pod: nodes.PodUsage,
-    ) -> FilterAnswer:
-        if required or why.unresolvable:
-            where = f"one {tier} domain" if required and tier else "this fabric"
-            message = f"gang {display} cannot be placed in {where}: {why.reason}"
-            self._notice(
-                pod, key, "FabricTierUnsatisfiable" if required else "FabricUnplaceable", message, True
-            )
-            return FilterAnswer([], unresolvable=verdicts.every(candidates, message))
-        message = f"gang {display} does not fit now: {why.reason}"
-        self._notice(pod, key, "FabricNoFit", message, True)
-        return FilterAnswer([], failed=verdicts.every(candidates, message))
-
     def _assign(self, entry: reservations.Entry, pod: nodes.PodUsage) -> int | None:
         # Only pods holding one of the gang's ranks matter (whether they still live frees their
         # rank or not): the UID test comes first, so the gang key is computed for those alone,
@@ -428,8 +405,7 @@ class Coordinator:
             self.on_freed()
         self._reserved_at_tick = reserved
         self._clocks.prune(self.clock())
-        cutoff = self.clock() - self.options.event_interval_s
-        self._noticed = {k: t for k, t in self._noticed.items() if t > cutoff}
+        self.notices.prune()
 
     def restore(self, stored: Iterable[reservations.Entry]) -> None:
         """Rebuild the book from the stored plans (the FabricPlacement objects, read by the
@@ -447,13 +423,3 @@ class Coordinator:
 
     def _gangs_with_pods(self) -> set[ids.GangKey]:
         return {self.owners.key(p) for p in self.state.pods.values() if not gangs.pod_ended(p)}
-
-    def _notice(
-        self, pod: nodes.PodUsage, key: ids.GangKey, reason: str, message: str, warning: bool
-    ) -> None:
-        now = self.clock()
-        last = self._noticed.get((key, reason))
-        if last is not None and now - last < self.options.event_interval_s:
-            return
-        self._noticed[(key, reason)] = now
-        self.events.pod_event(pod, reason, message, warning)

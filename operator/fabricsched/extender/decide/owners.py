@@ -23,7 +23,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-
 from fabricsched import gangs, ids, parsing
 from fabricsched.ports import errors, jobs, notices, views
 from fabricsched.topology import nodes

@@ -15,8 +15,8 @@ from dataclasses import dataclass, replace
 
 from fabricsched import gangs, ids
 from fabricsched.extender.book import reservations
-from fabricsched.ports import views
 from fabricsched.placement import capacity, ranks, request, session
+from fabricsched.ports import views
 from fabricsched.topology import fabric, gpus
 
 DomainKey = fabric.DomainKey

@@ -22,7 +22,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-
 from fabricsched import parsing
 from fabricsched.ports import errors, views
 from fabricsched.topology import nodes
@@ -73,8 +72,6 @@ class PodIdentity:
         self.lookup = lookup
         self.clock = clock
         self.options = options
-        self.lookups = 0
-        """API reads made (metrics, tests)."""
         self._answers: OrderedDict[tuple[str, str, str], tuple[bool, float]] = OrderedDict()
         """(namespace, name, uid) -> (exists, until when the answer holds)."""
         self._inflight: dict[tuple[str, str, str], asyncio.Future[bool]] = {}
@@ -123,7 +120,6 @@ class PodIdentity:
     async def _read(self, key: tuple[str, str, str]) -> bool:
         namespace, name, uid = key
         async with self._gate:
-            self.lookups += 1
             found = await self.lookup.uid_of(namespace, name)
         exists = found == uid
         ttl = self.options.known_ttl_s if exists else self.options.unknown_ttl_s

@@ -14,7 +14,7 @@ from typing import Any
 from kubernetes import client
 
 from fabricsched import gangs, parsing
-from fabricsched.ports import errors, jobs
+from fabricsched.ports import errors
 
 
 class ApiOwnerFetcher:

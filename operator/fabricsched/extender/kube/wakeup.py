@@ -76,6 +76,7 @@ class WakeUps:
             try:
                 await self.nudger.nudge(f"{time.time():.3f}")
                 self.nudges += 1
+                logger.debug("woke the kube-scheduler for waiting gangs (%d times so far)", self.nudges)
             except errors.ApiError as e:
                 logger.warning("could not wake the kube-scheduler for waiting gangs: %s", e)
             await asyncio.sleep(self.min_interval_s)

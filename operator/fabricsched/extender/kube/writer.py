@@ -248,7 +248,8 @@ class PlacementWriter:
         if entry.active:
             self._gone[entry.key] = f"namespace {entry.namespace} is gone"
         self.dropped += 1
-        logger.info("FabricPlacement %s not written, its namespace is gone: %s", entry.display, cause)
+        logger.info("FabricPlacement %s not written, its namespace is gone (%d such writes dropped): %s",
+                    entry.display, self.dropped, cause)
 
 
 def namespace_gone(e: errors.ApiError) -> bool:
