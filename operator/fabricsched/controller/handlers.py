@@ -1,6 +1,6 @@
-"""What the operator watches: the state's kinds through ``informer``, the rest through kopf.
+"""What the operator watches: the state's kinds through ``listwatch``, the rest through kopf.
 
-Nodes, pods, Jobs and FabricTopologies go through ``informer`` (each initial listing applied in
+Nodes, pods, Jobs and FabricTopologies go through ``listwatch`` (each initial listing applied in
 one pass, then a watch): kopf's per-object readiness made startup quadratic in the cluster's
 size. kopf still runs the process and watches Namespaces, for one signal: its first event
 handler call means every ``@kopf.index`` handler registered here has seen its initial listing.
@@ -22,26 +22,27 @@ from typing import Any
 
 import kopf
 
+from fabricsched import listwatch
 from fabricsched.api import topology as api
-from fabricsched.controller import dra, informer, kube, runtime
+from fabricsched.controller import dra, kube, runtime
 
 logger = logging.getLogger(__name__)
 
 NAMESPACES = ("", "v1", "namespaces")
 
 
-def kinds(rt: runtime.Runtime) -> list[informer.Kind]:
-    """The kinds the state follows through ``informer`` (listed in one pass, then watched)."""
+def kinds(rt: runtime.Runtime) -> list[listwatch.Kind]:
+    """The kinds the state follows through ``listwatch`` (listed in one pass, then watched)."""
     cluster = rt.state
     return [
-        informer.Kind("fabrictopology", f"/apis/{api.GROUP}/{api.VERSION}/{api.PLURAL}",
-                      lambda b: cluster.apply_topology(informer.key_of(b)[1], b),
+        listwatch.Kind("fabrictopology", f"/apis/{api.GROUP}/{api.VERSION}/{api.PLURAL}",
+                      lambda b: cluster.apply_topology(listwatch.key_of(b)[1], b),
                       lambda k: cluster.delete_topology(k[1]), lambda: [("", n) for n in cluster.objects]),
-        informer.Kind("node", "/api/v1/nodes", cluster.apply_node, lambda k: cluster.delete_node(k[1]),
+        listwatch.Kind("node", "/api/v1/nodes", cluster.apply_node, lambda k: cluster.delete_node(k[1]),
                       lambda: [("", n) for n in cluster.nodes]),
-        informer.Kind("job", "/apis/batch/v1/jobs", cluster.apply_job, lambda k: cluster.delete_job(*k),
+        listwatch.Kind("job", "/apis/batch/v1/jobs", cluster.apply_job, lambda k: cluster.delete_job(*k),
                       lambda: list(cluster.jobs)),
-        informer.Kind("pod", "/api/v1/pods", cluster.apply_pod, lambda k: cluster.delete_pod(*k),
+        listwatch.Kind("pod", "/api/v1/pods", cluster.apply_pod, lambda k: cluster.delete_pod(*k),
                       lambda: list(cluster.pods)),
     ]
 

@@ -14,6 +14,7 @@ from typing import Any
 import kopf
 import kubernetes
 
+from fabricsched import listwatch
 from fabricsched.api import topology as api
 from fabricsched.controller import events, reporter
 from fabricsched.ports import errors
@@ -47,24 +48,11 @@ def api_client(kubeconfig: Path | None) -> Any:
 def connection_info(kubeconfig: Path | None) -> kopf.ConnectionInfo:
     """kopf's credentials from the same kubeconfig (the client has written embedded certificates
     to files already; kopf reads them by path)."""
-    config = configuration(kubeconfig)
-    token = None
-    scheme = None
-    header = (config.api_key or {}).get("authorization") or (config.api_key or {}).get("BearerToken")
-    if header:
-        scheme, _, token = str(header).partition(" ")
-        if not token:
-            scheme, token = "Bearer", scheme
+    login = listwatch.login_of(configuration(kubeconfig))
     return kopf.ConnectionInfo(
-        server=config.host,
-        ca_path=config.ssl_ca_cert or None,
-        insecure=not config.verify_ssl,
-        username=config.username or None,
-        password=config.password or None,
-        scheme=scheme,
-        token=token,
-        certificate_path=config.cert_file or None,
-        private_key_path=config.key_file or None,
+        server=login.server, ca_path=login.ca_path, insecure=login.insecure, username=login.username,
+        password=login.password, scheme=login.scheme, token=login.token,
+        certificate_path=login.certificate_path, private_key_path=login.private_key_path,
     )
 
 

@@ -21,6 +21,7 @@ from typing import Any
 import kopf
 from kubernetes import client
 
+from fabricsched import listwatch
 from fabricsched.controller import (
     events,
     handlers,
@@ -103,10 +104,11 @@ async def serve(rt: runtime.Runtime, companions: Companions,
     if companions.leading is not None:
         status_reporter.leading = rt.recorder.leading = companions.leading
     reporter.forward_health(rt.state, rt.recorder, rt.metrics, rt.clock, companions.gangs)
-    connection = informer.Connection(lambda: kube.connection_info(rt.options.kubeconfig))
+    connection = listwatch.Connection(lambda: listwatch.login_of(kube.configuration(rt.options.kubeconfig)))
     kinds = handlers.kinds(rt)
     gate = handlers.SyncGate(rt, [k.name for k in kinds])
-    followers = [informer.Follower(connection, k, rt.metrics, functools.partial(gate.done, k.name))
+    observer = informer.MetricsObserver(rt.metrics)
+    followers = [listwatch.Informer(connection, k, observer, functools.partial(gate.done, k.name))
                  for k in kinds]
     registry = kopf.OperatorRegistry()
     handlers.register(registry, rt, gate)

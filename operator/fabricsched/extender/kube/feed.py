@@ -1,37 +1,33 @@
 """The FabricPlacement watch behind ``book.mirror``: the other replica's plans as they are written.
 
-A thread lists (only without a version to start from, or after a 410) and watches the objects;
-each event reaches the event loop, where ``book.mirror.PlanMirror`` applies it.
+Through ``fabricsched.listwatch``, as the cluster state follows its kinds: the watch starts at the
+resourceVersion of the restore's listing (``since``), lists only without one or after a 410, and
+every object reaches ``book.mirror.PlanMirror`` on the event loop. A listing delivers its objects
+as ``ADDED``; a relisting deletes nothing (a deleted object's gang is released by its Job's or
+pods' end, never by the watch).
 """
 
 from __future__ import annotations
 
-import asyncio
-import logging
-import threading
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from kubernetes import client, watch
+from kubernetes import client
 
+from fabricsched import listwatch
 from fabricsched.api import placement as api
 from fabricsched.extender.book import mirror
-from fabricsched.ports import errors
 
-logger = logging.getLogger(__name__)
-
-WATCH_TIMEOUT_S = 10
-"""Server-side timeout of one watch call: how often the thread looks whether it should stop."""
-RETRY_S = 1.0
+PATH = f"/apis/{api.GROUP}/{api.VERSION}/{api.PLURAL}"
 
 
 class ApiPlacementFeed:
-    """List and watch FabricPlacement objects in a thread of its own; events reach the loop."""
+    """``mirror.PlacementFeed`` over the API server."""
 
     def __init__(self, api_client: client.ApiClient, covers: mirror.Covers,
                  since: Callable[[], str | None] = lambda: None) -> None:
-        self._api = client.CustomObjectsApi(api_client)
+        config = api_client.configuration
+        self._connection = listwatch.Connection(lambda: listwatch.login_of(config))
         self.covers = covers
         self._since = since
         """The version the objects were last listed at (the restore's), read when the watch starts."""
@@ -39,55 +35,12 @@ class ApiPlacementFeed:
     async def follow(self, on_event: mirror.OnEvent) -> None:
         """Deliver every change since ``since`` (without it: every object first) to
         ``on_event`` until cancelled."""
-        loop = asyncio.get_running_loop()
-        stop = threading.Event()
 
-        def deliver(kind: str, obj: dict[str, Any]) -> None:
-            loop.call_soon_threadsafe(on_event, kind, obj)
+        def apply(body: Mapping[str, Any]) -> None:
+            on_event("ADDED", dict(body))
 
-        thread = threading.Thread(target=self._stream, args=(deliver, stop), name="fabricplacement-watch",
-                                  daemon=True)
-        thread.start()
+        kind = listwatch.Kind("fabricplacement", PATH, apply, lambda _key: None, lambda: ())
         try:
-            await asyncio.Event().wait()
+            await listwatch.Informer(self._connection, kind, since=self._since()).follow()
         finally:
-            stop.set()
-
-    def _stream(self, deliver: mirror.OnEvent, stop: threading.Event) -> None:
-        version = self._since()
-        while not stop.is_set():
-            try:
-                if version is None:
-                    version = self._list(deliver)
-                version = self._watch(deliver, stop, version)
-            except Exception as e:  # the thread must outlive any failure; the loop never sees one
-                gone = getattr(e, "status", None) == 410
-                version = None if gone else version
-                if not gone:
-                    logger.warning("FabricPlacement watch failed (retrying): %s", str(e)[:200])
-                    time.sleep(RETRY_S)
-
-    def _list(self, deliver: mirror.OnEvent) -> str:
-        listed = errors.call(self._api.list_cluster_custom_object, api.GROUP, api.VERSION, api.PLURAL)
-        for item in listed.get("items") or ():
-            deliver("ADDED", item)
-        return str(listed["metadata"]["resourceVersion"])
-
-    def _watch(self, deliver: mirror.OnEvent, stop: threading.Event, version: str) -> str | None:
-        stream = watch.Watch()  # type: ignore[no-untyped-call]
-        events = stream.stream(  # type: ignore[no-untyped-call]
-            self._api.list_cluster_custom_object, api.GROUP, api.VERSION, api.PLURAL,
-            resource_version=version, timeout_seconds=WATCH_TIMEOUT_S,
-        )
-        try:
-            for event in events:
-                obj = event.get("object") or {}
-                if event.get("type") == "ERROR":
-                    return None if obj.get("code") == 410 else version
-                version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
-                deliver(str(event.get("type")), obj)
-                if stop.is_set():
-                    break
-        finally:
-            stream.stop()  # type: ignore[no-untyped-call]
-        return version
+            await self._connection.close()
