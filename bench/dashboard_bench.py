@@ -61,7 +61,7 @@ async def run(size: int, gangs: int, requests: int) -> None:
     # walk it in the middle of a timed request.
     gc.freeze()
     # No rebuild period (the process rebuilds at most once a second): every change is paid here.
-    app = server.make_app(dashboard.ProcessSource(bench.state, bench.coordinator), min_rebuild_s=0)
+    app = server.make_app(dashboard.ProcessSource(bench.state, bench.service), min_rebuild_s=0)
     runner, base = await serve(app)
     url = f"{base}/api/state"
     try:

@@ -38,8 +38,10 @@ from benchstats import percentile
 from fabricsched import ids
 from fabricsched.api import extender as wire
 from fabricsched.controller import state as cluster_state
-from fabricsched.extender import coordinator, placements, reservations, server
-from fabricsched.topology import nodes
+from fabricsched.extender import service
+from fabricsched.extender.decide import answers
+from fabricsched.extender.http import server
+from fabricsched.ports import notices
 
 GPU = "nvidia.com/gpu"
 HOSTS_PER_LEAF = 16
@@ -59,9 +61,9 @@ class NullStore:
         return None
 
 
-class NullEvents:
-    def pod_event(self, pod: nodes.PodUsage, reason: str, message: str, warning: bool) -> None:
-        del pod, reason, message, warning  # a sink: the bench times decisions, not events
+class NullRecorder:
+    def record(self, ref: notices.ObjectRef, notice: notices.Notice, now: float) -> None:
+        del ref, notice, now  # a sink: the bench times decisions, not events
 
 
 def node(i: int) -> dict[str, Any]:
@@ -110,17 +112,18 @@ class Bench:
         self.state.apply_topology("bench", {"metadata": {"name": "bench", "generation": 1}, "spec": spec})
         self.state.mark_synced()
         self.topology = ids.TopologyName("bench")
-        book = reservations.Book(reservations.BookOptions())
-        self.writer = placements.PlacementWriter(NullStore(), book)
-        self.coordinator = coordinator.Coordinator(
-            self.state, book, self.writer, NullEvents(), lambda: T0, coordinator.CoordinatorOptions()
+        # The extender as ``fabricsched run`` builds it, with a store and recorder that keep nothing.
+        self.service = service.Service(
+            self.state, NullStore(), None, NullRecorder(), lambda: T0, service.ServiceOptions()
         )
+        self.writer = self.service.writer
+        self.coordinator = self.service.coordinator
         self.state.subscribe(self.coordinator.on_change)
         self.gang = 0
         self.rank = GANG
 
     async def start(self) -> None:
-        await self.coordinator.restore()
+        self.coordinator.restore([])
 
     def next_pod(self) -> tuple[dict[str, Any], list[str]]:
         if self.rank == GANG:
@@ -193,7 +196,7 @@ def passthrough_app() -> web.Application:
         if request.path == "/filter":
             body = server.encode_filter(names, {}, {})
         else:
-            body = server.encode_scores(coordinator.Scores(names, None))
+            body = server.encode_scores(answers.Scores(names, None))
         return web.Response(body=body, content_type="application/json")
 
     app = web.Application(client_max_size=server.DEFAULT_MAX_BODY_BYTES)

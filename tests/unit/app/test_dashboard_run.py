@@ -16,8 +16,8 @@ from fabricsched import ids
 from fabricsched.app import commands, dashboard
 from fabricsched.controller import state as cluster_state
 from fabricsched.dashboard import document, server
-from fabricsched.extender import coordinator, placements, reservations
-from fabricsched.topology import nodes
+from fabricsched.extender import service
+from fabricsched.ports import notices
 
 GPU = "nvidia.com/gpu"
 T0 = 1_700_000_000.0
@@ -52,12 +52,9 @@ class NullStore:
         return None
 
 
-class NullEvents:
-    def pod_event(self, pod: nodes.PodUsage, reason: str, message: str, warning: bool) -> None:
-        del pod, reason, message, warning
-
-    def object_event(self, ref: Any, reason: str, message: str, warning: bool) -> None:
-        del ref, reason, message, warning
+class NullRecorder:
+    def record(self, ref: notices.ObjectRef, notice: notices.Notice, now: float) -> None:
+        del ref, notice, now
 
 
 def pod(name: str, gpus: int, rank: int, node: str | None = None) -> dict[str, Any]:
@@ -82,14 +79,13 @@ def test_the_view_follows_plans_binds_and_pending_gangs() -> None:
     spec = {"tiers": [{"name": "leaf", "nodeLabel": "leaf"}, {"name": "spine", "nodeLabel": "spine"}]}
     state.apply_topology("ib", {"metadata": {"name": "ib", "generation": 1}, "spec": spec})
     state.mark_synced()
-    book = reservations.Book(reservations.BookOptions())
-    coord = coordinator.Coordinator(state, book, placements.PlacementWriter(NullStore(), book), NullEvents(),
-                                    lambda: T0, coordinator.CoordinatorOptions())
+    extender = service.Service(state, NullStore(), None, NullRecorder(), lambda: T0, service.ServiceOptions())
+    coord = extender.coordinator
     state.subscribe(coord.on_change)
-    source = dashboard.ProcessSource(state, coord)
+    source = dashboard.ProcessSource(state, extender)
 
     async def place() -> list[str]:
-        await coord.restore()
+        coord.restore([])
         for name, size in (("two", 2), ("huge", 9)):
             state.apply_job({"metadata": {"name": name, "namespace": "team", "uid": f"job-{name}"},
                              "spec": {"parallelism": size, "completions": size}, "status": {}})

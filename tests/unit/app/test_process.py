@@ -89,7 +89,7 @@ def phase_after(tmp_path: Path, seconds: float, *argv: str) -> PlacementPhase:
     clock = Clock()
     cs = cluster(clock)
     svc = extender(tmp_path, clock, cs, *argv)
-    asyncio.run(svc.coordinator.restore())
+    svc.coordinator.restore([])
     first_rank(svc, cs)
     clock.advance(seconds)
     svc.coordinator.housekeeping()
@@ -109,7 +109,7 @@ def test_the_status_reporter_reads_the_extenders_reserved_gpus(tmp_path: Path) -
     clock = Clock()
     cs = cluster(clock)
     svc = extender(tmp_path, clock, cs)
-    asyncio.run(svc.coordinator.restore())
+    svc.coordinator.restore([])
     wired = process.companions(svc)
     assert wired.reserved is not None and wired.reserved.reserved_in(ids.TopologyName(TOPOLOGY)) == {}
     first_rank(svc, cs)
@@ -133,7 +133,7 @@ def test_a_body_over_the_flagged_limit_is_refused_and_a_small_one_is_answered(tm
     pod = make_pod("p", "train").build()
 
     async def check(client: test_utils.TestClient[Any, Any]) -> None:
-        await svc.coordinator.restore()
+        svc.coordinator.restore([])
         big = {"Pod": pod, "NodeNames": [f"node-{i:04d}" for i in range(300)]}
         assert (await client.post("/filter", json=big)).status == 400
         small = {"Pod": pod, "NodeNames": ["l1-h0"]}
@@ -153,7 +153,7 @@ def test_readyz_waits_for_the_extenders_reservations_to_be_restored(tmp_path: Pa
     async def check(client: test_utils.TestClient[Any, Any]) -> None:
         before = await client.get("/readyz")
         assert before.status == 503 and "not restored" in await before.text()
-        await svc.coordinator.restore()
+        svc.coordinator.restore([])
         assert (await client.get("/readyz")).status == 200
 
     served(app, check)

@@ -7,9 +7,9 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-import kopf
 from aiohttp import web
 
+from fabricsched import listwatch
 from fabricsched.controller import informer, metrics
 
 
@@ -64,10 +64,11 @@ async def _follow(api: FakeApi, until: Any) -> tuple[dict[tuple[str, str], Mappi
     runner, port = await _serve(api)
     held: dict[tuple[str, str], Mapping[str, Any]] = {}
     listed = []
-    kind = informer.Kind("node", "/api/v1/nodes", lambda b: held.__setitem__(informer.key_of(b), b),
+    kind = listwatch.Kind("node", "/api/v1/nodes", lambda b: held.__setitem__(listwatch.key_of(b), b),
                          lambda k: held.pop(k, None), lambda: list(held))
-    connection = informer.Connection(lambda: kopf.ConnectionInfo(server=f"http://127.0.0.1:{port}"))
-    follower = informer.Follower(connection, kind, metrics.Metrics(), lambda: listed.append(1), page_size=2)
+    connection = listwatch.Connection(lambda: listwatch.Login(server=f"http://127.0.0.1:{port}"))
+    follower = listwatch.Informer(connection, kind, informer.MetricsObserver(metrics.Metrics()),
+                                  lambda: listed.append(1), page_size=2)
     task = asyncio.create_task(follower.follow())
     try:
         for _ in range(200):
@@ -152,12 +153,12 @@ def test_an_object_the_state_refuses_does_not_stop_the_others() -> None:
         def apply(body: Mapping[str, Any]) -> None:
             if "labels" not in body["metadata"]:
                 raise ValueError("unparseable")
-            held[informer.key_of(body)] = body
+            held[listwatch.key_of(body)] = body
 
-        kind = informer.Kind("node", "/api/v1/nodes", apply, lambda k: held.pop(k, None), lambda: list(held))
-        connection = informer.Connection(lambda: kopf.ConnectionInfo(server=f"http://127.0.0.1:{port}"))
+        kind = listwatch.Kind("node", "/api/v1/nodes", apply, lambda k: held.pop(k, None), lambda: list(held))
+        connection = listwatch.Connection(lambda: listwatch.Login(server=f"http://127.0.0.1:{port}"))
         registry = metrics.Metrics()
-        follower = informer.Follower(connection, kind, registry, lambda: None)
+        follower = listwatch.Informer(connection, kind, informer.MetricsObserver(registry), lambda: None)
         task = asyncio.create_task(follower.follow())
         for _ in range(200):
             await asyncio.sleep(0.01)

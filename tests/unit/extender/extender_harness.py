@@ -1,8 +1,9 @@
-"""Test harness of the extender: the coordinator on the real cluster state, with in-memory
-stand-ins for the API server.
+"""Test harness of the extender: the extender's ``Service`` on the real cluster state, with
+in-memory stand-ins for the API server.
 
-``Harness`` builds a ``ClusterState`` from node manifests (tests/builders.py), a book, a
-coordinator, a FabricPlacement store kept in a dict, an Event log and a clock the test moves.
+``Harness`` builds a ``ClusterState`` from node manifests (tests/builders.py), a FabricPlacement
+store kept in a dict, an Event log and a clock the test moves, and the ``Service`` that wires the
+book, the coordinator and the writer on them.
 
 The default fabric, ``ib-east``: two spines, two leaves each, four 8-GPU hosts per leaf,
 oversubscription 2:1 at the leaf.
@@ -18,10 +19,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import prometheus_client
+
 from builders import PodBuilder, make_node, make_pod, make_topology, topograph_tiers
 from fabricsched import ids
 from fabricsched.controller import state as cluster_state
-from fabricsched.extender import coordinator, placements, reservations
+from fabricsched.extender import service as extender_service
+from fabricsched.extender.decide import coordinator, owners, pod_identity
+from fabricsched.extender.decide.answers import FilterAnswer
 from fabricsched.ports import errors, notices
 from fabricsched.topology import nodes
 from timing import Clock
@@ -67,13 +72,14 @@ class MemoryStore:
 
 @dataclass
 class EventLog:
+    """The operator's Event recorder (``notices.Recorder``) as a list: a pod's Events name the
+    pod, any other object's ``Kind/name``."""
+
     events: list[tuple[str, str, str, bool]] = field(default_factory=list)
 
-    def pod_event(self, pod: nodes.PodUsage, reason: str, message: str, warning: bool) -> None:
-        self.events.append((pod.name, reason, message, warning))
-
-    def object_event(self, ref: notices.ObjectRef, reason: str, message: str, warning: bool) -> None:
-        self.events.append((f"{ref.kind}/{ref.name}", reason, message, warning))
+    def record(self, ref: notices.ObjectRef, notice: notices.Notice, now: float) -> None:
+        who = ref.name if ref.kind == "Pod" else f"{ref.kind}/{ref.name}"
+        self.events.append((who, notice.reason, notice.message, notice.type == "Warning"))
 
     def reasons(self) -> list[str]:
         return [e[1] for e in self.events]
@@ -82,30 +88,45 @@ class EventLog:
 class Harness:
     def __init__(
         self,
-        node_manifests: Iterable[dict[str, Any]],
+        node_manifests: Iterable[dict[str, Any]] = (),
         ttl_s: float = 120.0,
         spec: dict[str, Any] | None = None,
         options: coordinator.CoordinatorOptions | None = None,
+        state: cluster_state.ClusterState | None = None,
+        store: MemoryStore | None = None,
+        owner_fetcher: owners.OwnerFetcher | None = None,
+        pods: pod_identity.PodLookup | None = None,
+        registry: prometheus_client.CollectorRegistry | None = None,
     ) -> None:
+        """``state`` and ``store``: a restarted process on the same cluster and API server."""
         self.clock = Clock()
-        self.state = cluster_state.ClusterState(self.clock)
-        for body in node_manifests:
-            self.state.apply_node(body)
-        topology = spec or make_topology(topograph_tiers(2)).to_wire()
-        if not spec:
-            topology["tiers"][0]["oversubscription"] = 2.0
-        self.state.apply_topology(
-            TOPOLOGY, {"metadata": {"name": TOPOLOGY, "generation": 1}, "spec": topology}
-        )
-        self.state.mark_synced()
-        self.store = MemoryStore()
+        if state is None:
+            state = cluster_state.ClusterState(self.clock)
+            for body in node_manifests:
+                state.apply_node(body)
+            topology = spec or make_topology(topograph_tiers(2)).to_wire()
+            if not spec:
+                topology["tiers"][0]["oversubscription"] = 2.0
+            state.apply_topology(
+                TOPOLOGY, {"metadata": {"name": TOPOLOGY, "generation": 1}, "spec": topology}
+            )
+            state.mark_synced()
+        self.state = state
+        self.store = store if store is not None else MemoryStore()
         self.events = EventLog()
-        self.book = reservations.Book(reservations.BookOptions(ttl_s))
-        self.writer = placements.PlacementWriter(self.store, self.book)
-        self.coordinator = coordinator.Coordinator(
-            self.state, self.book, self.writer, self.events, self.clock,
-            options or coordinator.CoordinatorOptions(),
+        self.service = extender_service.Service(
+            self.state, self.store, None, self.events, self.clock,
+            extender_service.ServiceOptions(reservation_ttl_s=ttl_s), registry=registry,
+            owner_fetcher=owner_fetcher, pods=pods,
         )
+        if options is not None:
+            # The service builds its coordinator from its own options: the same parts with these.
+            self.service.coordinator = coordinator.Coordinator(
+                parts_of(self.service.coordinator), self.clock, options
+            )
+        self.book = self.service.book
+        self.writer = self.service.writer
+        self.coordinator = self.service.coordinator
         self.state.subscribe(self.coordinator.on_change)
         self.uid = 0
 
@@ -113,7 +134,8 @@ class Harness:
         return asyncio.run(coro)
 
     def restore(self) -> None:
-        self.run(self.coordinator.restore())
+        """What ``Service._restore`` does once the state is synced: the stored plans, read back."""
+        self.coordinator.restore(extender_service._readable(self.run(self.store.load())))
 
     def job(self, name: str, pods: int, namespace: str = "train", create_pods: bool = True) -> str:
         """An Indexed Job of ``pods`` 8-GPU pods; as the Job controller does, its pods are created
@@ -137,7 +159,7 @@ class Harness:
 
     def filter(
         self, pod: PodBuilder, candidates: Sequence[str] | None = None, created: float | None = None
-    ) -> coordinator.FilterAnswer:
+    ) -> FilterAnswer:
         """The filter call for ``pod``; ``created`` (seconds on the test clock) is its
         ``creationTimestamp``, which the builder leaves out."""
         names = list(candidates) if candidates is not None else self.free_nodes(pod)
@@ -146,7 +168,7 @@ class Harness:
             stamp = datetime.datetime.fromtimestamp(created, datetime.UTC)
             manifest["metadata"]["creationTimestamp"] = stamp.strftime("%Y-%m-%dT%H:%M:%SZ")
         self.state.apply_pod(manifest)
-        answer: coordinator.FilterAnswer = self.run(self.coordinator.filter(manifest, names))
+        answer: FilterAnswer = self.run(self.coordinator.filter(manifest, names))
         self.run(self.writer.flush(1.0))
         return answer
 
@@ -179,6 +201,14 @@ class Harness:
         )
 
 
+def parts_of(made: coordinator.Coordinator) -> coordinator.Parts:
+    """The parts a coordinator was built with (to build another one on them)."""
+    return coordinator.Parts(
+        made.state, made.book, made.writer, made.events, made.owners, made.path_health, made.workloads,
+        made.pending, made.follower, made._session, made.identity,
+    )
+
+
 def fabric_nodes(degraded_hosts: Sequence[str] = (), gpus: int = 8) -> list[dict[str, Any]]:
     out = []
     for spine, leaves in LAYOUT.items():
@@ -190,6 +220,17 @@ def fabric_nodes(degraded_hosts: Sequence[str] = (), gpus: int = 8) -> list[dict
                     node.condition("FabricLinkDegraded", True, "symbol errors on mlx5_2")
                 out.append(node.build())
     return out
+
+
+def relabel(h: Harness, node: str, value: str | None) -> None:
+    """Node ``node`` of the default fabric again, with ``fabricsched.io/fabric-health`` set to
+    ``value`` (None: unset); the writes that follow are flushed."""
+    leaf, spine = node.split("-")[0], {"l1": "s1", "l2": "s1", "l3": "s2", "l4": "s2"}[node.split("-")[0]]
+    builder = make_node(node).leaf(leaf).spine(spine).gpus(8)
+    if value is not None:
+        builder.label("fabricsched.io/fabric-health", value)
+    h.state.apply_node(builder.build())
+    h.run(h.writer.flush(1.0))
 
 
 def leaf_of(node: str) -> str:

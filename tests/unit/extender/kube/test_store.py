@@ -14,7 +14,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client import exceptions
 
-from fabricsched.extender import kubeapi
+from fabricsched.extender.kube import store as kubeapi
 from fabricsched.ports import errors
 
 MANIFEST: dict[str, Any] = {

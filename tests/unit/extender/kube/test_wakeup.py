@@ -6,7 +6,7 @@ import asyncio
 
 from extender_harness import Harness, fabric_nodes
 
-from fabricsched.extender import wakeup
+from fabricsched.extender.kube import wakeup
 from fabricsched.ports import errors
 
 

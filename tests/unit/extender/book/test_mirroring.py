@@ -8,16 +8,17 @@ with the echo of an older write.
 
 from __future__ import annotations
 
+import asyncio
 import copy
-import json
-import threading
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
+import pytest
 from extender_harness import Harness, fabric_nodes
 from kubernetes import client
 
-from fabricsched.extender import mirroring
+from fabricsched.extender.book import mirror as mirroring
+from fabricsched.extender.kube import feed as placement_feed
 
 
 def replicas() -> tuple[Harness, Harness, mirroring.PlanMirror, set[tuple[str, str, int]]]:
@@ -122,61 +123,56 @@ def test_a_late_echo_of_its_own_write_never_brings_a_released_gang_back() -> Non
     assert len(a.book) == 0 and own.adopted == 0
 
 
-class FakeListings:
-    """``list_cluster_custom_object`` as the feed calls it: a listing at version 7, or (watch)
+class FakeConnection:
+    """``listwatch.Connection`` as the feed's informer calls it: a listing at version 7, or (watch)
     a stream of one MODIFIED event. Records what was asked."""
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, str | None]] = []
 
-    def list_cluster_custom_object(self, group: str, version: str, plural: str, **kwargs: Any) -> Any:
-        """:return: object"""
-        if not kwargs.get("watch"):
-            self.calls.append(("list", None))
-            return {"metadata": {"resourceVersion": "7"}, "items": [{"metadata": {"name": "listed"}}]}
-        self.calls.append(("watch", kwargs.get("resource_version")))
-        changed = {"metadata": {"name": "changed", "resourceVersion": "9"}}
-        line = json.dumps({"type": "MODIFIED", "object": changed})
-        return _Stream(line.encode() + b"\n")
+    async def get(self, path: str, params: Mapping[str, str]) -> dict[str, Any]:
+        self.calls.append(("list", None))
+        return {"metadata": {"resourceVersion": "7"}, "items": [{"metadata": {"name": "listed"}}]}
+
+    async def stream(self, path: str, params: Mapping[str, str]) -> AsyncIterator[dict[str, Any]]:
+        self.calls.append(("watch", params.get("resourceVersion")))
+        yield {"type": "MODIFIED", "object": {"metadata": {"name": "changed", "resourceVersion": "9"}}}
+
+    async def close(self) -> None: ...
 
 
-class _Stream:
-    status = 200
-
-    def __init__(self, body: bytes) -> None:
-        self.body = body
-
-    def stream(self, amt: int | None = None, decode_content: bool = False) -> Iterator[bytes]:
-        yield self.body
-
-    def close(self) -> None: ...
-
-    def release_conn(self) -> None: ...
+class _Changed(BaseException):
+    """Ends the feed's endless follow once the watched change arrived (not an ``Exception``: the
+    informer would catch that as an object it cannot apply)."""
 
 
-def follow_until_changed(since: str | None) -> tuple[FakeListings, list[tuple[str, str]]]:
-    feed = mirroring.ApiPlacementFeed(client.ApiClient(), lambda *_: False, since=lambda: since)
-    fake = FakeListings()
-    feed._api = fake  # type: ignore[assignment]
-    stop = threading.Event()
+def follow_until_changed(since: str | None) -> tuple[FakeConnection, list[tuple[str, str]]]:
+    feed = placement_feed.ApiPlacementFeed(client.ApiClient(), lambda *_: False, since=lambda: since)
+    fake = FakeConnection()
+    feed._connection = fake  # type: ignore[assignment]
     delivered: list[tuple[str, str]] = []
 
     def deliver(kind: str, obj: dict[str, Any]) -> None:
         delivered.append((kind, obj["metadata"]["name"]))
-        if kind == "MODIFIED":
-            stop.set()
+        if obj["metadata"]["name"] == "changed":
+            raise _Changed
 
-    feed._stream(deliver, stop)
+    with pytest.raises(_Changed):
+        asyncio.run(feed.follow(deliver))
     return fake, delivered
+
+
+# The feed hands every listed or changed object over as ``ADDED`` (``PlanMirror`` takes ADDED and
+# MODIFIED alike); a deletion is not handed over at all.
 
 
 def test_the_watch_starts_where_the_restore_listed_without_listing_again() -> None:
     fake, delivered = follow_until_changed(since="42")
     assert fake.calls == [("watch", "42")]
-    assert delivered == [("MODIFIED", "changed")]
+    assert delivered == [("ADDED", "changed")]
 
 
 def test_without_a_restore_listing_the_feed_lists_first_and_watches_from_there() -> None:
     fake, delivered = follow_until_changed(since=None)
     assert fake.calls == [("list", None), ("watch", "7")]
-    assert delivered == [("ADDED", "listed"), ("MODIFIED", "changed")]
+    assert delivered == [("ADDED", "listed"), ("ADDED", "changed")]

@@ -24,42 +24,22 @@ The labels, annotations and owner references below are the ones each controller 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from gang_lookups import NOBODY, Owners, job
 
 from builders import make_pod
-from fabricsched.extender import gang_sources as src
-from fabricsched.extender import gangs
+from fabricsched import gangs
+from fabricsched.gangs import identity
+from fabricsched.gangs import owners as facts
+from fabricsched.gangs import sources as src
 from fabricsched.topology import nodes
-
-
-@dataclass
-class Owners:
-    """An in-memory ``OwnerLookup`` (what the adapter would fill from its watches)."""
-
-    jobs: dict[str, gangs.JobFacts] = field(default_factory=dict)
-    jobsets: dict[str, src.JobSetFacts] = field(default_factory=dict)
-    training: dict[tuple[str, str], src.TrainingJobFacts] = field(default_factory=dict)
-    pod_groups: dict[str, src.PodGroupFacts] = field(default_factory=dict)
-
-    def job(self, namespace: str, name: str) -> gangs.JobFacts | None:
-        return self.jobs.get(name)
-
-    def jobset(self, namespace: str, name: str) -> src.JobSetFacts | None:
-        return self.jobsets.get(name)
-
-    def training_job(self, namespace: str, kind: str, name: str) -> src.TrainingJobFacts | None:
-        return self.training.get((kind, name))
-
-    def pod_group(self, namespace: str, name: str) -> src.PodGroupFacts | None:
-        return self.pod_groups.get(name)
 
 
 def pod(name: str, labels: dict[str, str], owner: tuple[str, str, str] | None = None,
         annotations: dict[str, str] | None = None, gpus: int = 8,
-        pod_group: str | None = None) -> tuple[nodes.PodUsage, dict[str, Any]]:
+        pod_group: str | None = None) -> nodes.PodUsage:
     builder = make_pod(name, "train").gpus(gpus) if gpus else make_pod(name, "train")
     for key, value in labels.items():
         builder.label(key, value)
@@ -74,18 +54,23 @@ def pod(name: str, labels: dict[str, str], owner: tuple[str, str, str] | None = 
         }]
     if pod_group is not None:
         manifest["spec"]["schedulingGroup"] = {"podGroupName": pod_group}
-    return nodes.PodUsage.from_manifest(manifest), manifest["spec"]
+    return nodes.PodUsage.from_manifest(manifest)
 
 
-def resolve(usage_spec: tuple[nodes.PodUsage, dict[str, Any]], owners: Owners) -> src.Resolution | None:
-    return src.resolve(usage_spec[0], usage_spec[1], owners)
+def resolve(usage: nodes.PodUsage, owners: Owners) -> gangs.Membership | gangs.Unsized:
+    return gangs.resolve(usage, owners)
+
+
+def not_ours(usage: nodes.PodUsage, owners: Owners) -> bool:
+    """The pod requests no GPU: no source makes it a member of any gang."""
+    return isinstance(gangs.identify(usage, owners), gangs.NotOurs)
 
 
 # --- JobSet ---------------------------------------------------------------------------------
 
-TRAINER = src.JobSetFacts("llm", "uid-js", (
-    src.ReplicatedJob("initializer", replicas=1, pods_per_job=1, gpus_per_pod=0),
-    src.ReplicatedJob("node", replicas=2, pods_per_job=3, gpus_per_pod=8),
+TRAINER = gangs.JobSetFacts("llm", "uid-js", (
+    gangs.ReplicatedJob("initializer", replicas=1, pods_per_job=1, gpus_per_pod=0),
+    gangs.ReplicatedJob("node", replicas=2, pods_per_job=3, gpus_per_pod=8),
 ))
 
 
@@ -96,7 +81,7 @@ def jobset_pod(replicated: str, job_index: int, global_index: int, completion: i
         src.JOBSET_NAME: "llm", src.JOBSET_UID: "uid-js", src.JOBSET_REPLICATED_JOB: replicated,
         "jobset.sigs.k8s.io/replicatedjob-replicas": "2", src.JOBSET_JOB_INDEX: str(job_index),
         src.JOBSET_GLOBAL_INDEX: str(global_index), "jobset.sigs.k8s.io/restart-attempt": "0",
-        gangs.JOB_NAME_LABEL: job, "job-name": job, gangs.CONTROLLER_UID_LABEL: f"uid-{job}",
+        identity.JOB_NAME_LABEL: job, "job-name": job, identity.CONTROLLER_UID_LABEL: f"uid-{job}",
         gangs.COMPLETION_INDEX: str(completion), **(overrides or {}),
     }
     return pod(f"{job}-{completion}-x", labels, ("Job", job, f"uid-{job}"), annotations, gpus=gpus)
@@ -105,31 +90,31 @@ def jobset_pod(replicated: str, job_index: int, global_index: int, completion: i
 def test_a_jobset_of_two_jobs_of_three_is_one_gang_of_six_ranked_by_global_index() -> None:
     owners = Owners(jobsets={"llm": TRAINER})
     found = [resolve(jobset_pod("node", j, 1 + j, c), owners) for j in range(2) for c in range(3)]
-    assert all(isinstance(f, src.Membership) for f in found)
-    members = [f for f in found if isinstance(f, src.Membership)]
-    assert {(m.source, m.key, m.size) for m in members} == {(src.Source.JOBSET, "train/llm@uid-js", 6)}
+    assert all(isinstance(f, gangs.Membership) for f in found)
+    members = [f for f in found if isinstance(f, gangs.Membership)]
+    assert {(m.source, m.key, m.size) for m in members} == {(gangs.SourceKind.JOBSET, "train/llm@uid-js", 6)}
     assert [m.rank for m in members] == [0, 1, 2, 3, 4, 5]
 
 
 def test_a_jobset_initializer_without_gpus_is_not_a_member() -> None:
     owners = Owners(jobsets={"llm": TRAINER})
-    assert resolve(jobset_pod("initializer", 0, 0, 0, gpus=0), owners) is None
+    assert not_ours(jobset_pod("initializer", 0, 0, 0, gpus=0), owners)
 
 
 def test_a_jobset_that_is_not_known_yet_is_unsized_never_a_lone_pod() -> None:
     found = resolve(jobset_pod("node", 0, 1, 0), Owners())
-    assert isinstance(found, src.Unsized) and found.missing == "JobSet train/llm"
+    assert isinstance(found, gangs.Unsized) and found.missing == "JobSet train/llm"
 
 
 def test_a_recreated_jobset_with_the_same_name_is_not_mixed_with_the_old_one() -> None:
-    owners = Owners(jobsets={"llm": src.JobSetFacts("llm", "uid-new", TRAINER.replicated_jobs)})
-    assert isinstance(resolve(jobset_pod("node", 0, 1, 0), owners), src.Unsized)
+    owners = Owners(jobsets={"llm": gangs.JobSetFacts("llm", "uid-new", TRAINER.replicated_jobs)})
+    assert isinstance(resolve(jobset_pod("node", 0, 1, 0), owners), gangs.Unsized)
 
 
 # --- PyTorchJob and MPIJob ------------------------------------------------------------------
 
-PYTORCH = src.TrainingJobFacts("PyTorchJob", "bert", "uid-pt", {
-    "master": src.Replica(1, 8), "worker": src.Replica(11, 8)})
+PYTORCH = gangs.TrainingJobFacts("PyTorchJob", "bert", "uid-pt", {
+    "master": gangs.Replica(1, 8), "worker": gangs.Replica(11, 8)})
 
 
 def pytorch_pod(replica_type: str, index: int) -> Any:
@@ -144,19 +129,20 @@ def test_a_pytorchjob_of_a_master_and_eleven_workers_is_one_gang_of_twelve_in_ra
     owners = Owners(training={("PyTorchJob", "bert"): PYTORCH})
     found = [resolve(pytorch_pod("master", 0), owners)] + [resolve(pytorch_pod("worker", i), owners)
                                                             for i in range(11)]
-    members = [f for f in found if isinstance(f, src.Membership)]
+    members = [f for f in found if isinstance(f, gangs.Membership)]
     assert len(members) == 12
-    assert {(m.source, m.key, m.size) for m in members} == {(src.Source.PYTORCH_JOB, "train/bert@uid-pt", 12)}
+    assert {(m.source, m.key, m.size) for m in members} == {
+        (gangs.SourceKind.TRAINING_JOB, "train/bert@uid-pt", 12)}
     assert [m.rank for m in members] == list(range(12))  # PyTorch RANK: master 0, worker i is i + 1
 
 
 def test_a_pytorchjob_whose_owner_is_missing_is_unsized_with_the_owner_named() -> None:
     found = resolve(pytorch_pod("worker", 3), Owners())
-    assert isinstance(found, src.Unsized) and found.missing == "PyTorchJob train/bert"
+    assert isinstance(found, gangs.Unsized) and found.missing == "PyTorchJob train/bert"
 
 
-MPI = src.TrainingJobFacts("MPIJob", "hvd", "uid-mpi",
-                           {"launcher": src.Replica(1, 0), "worker": src.Replica(4, 8)})
+MPI = gangs.TrainingJobFacts("MPIJob", "hvd", "uid-mpi",
+                           {"launcher": gangs.Replica(1, 0), "worker": gangs.Replica(4, 8)})
 
 
 def mpi_pod(role: str, index: int | None, gpus: int = 8) -> Any:
@@ -170,22 +156,22 @@ def mpi_pod(role: str, index: int | None, gpus: int = 8) -> Any:
 
 def test_mpijob_workers_are_the_gang_and_a_launcher_without_gpus_is_not_a_member() -> None:
     owners = Owners(training={("MPIJob", "hvd"): MPI})
-    assert resolve(mpi_pod("launcher", None, gpus=0), owners) is None
+    assert not_ours(mpi_pod("launcher", None, gpus=0), owners)
     members = [resolve(mpi_pod("worker", i), owners) for i in range(4)]
-    assert all(isinstance(m, src.Membership) and m.size == 4 and m.source is src.Source.MPI_JOB
+    assert all(isinstance(m, gangs.Membership) and m.size == 4 and m.source is gangs.SourceKind.TRAINING_JOB
                for m in members)
-    assert [m.rank for m in members if isinstance(m, src.Membership)] == [0, 1, 2, 3]
+    assert [m.rank for m in members if isinstance(m, gangs.Membership)] == [0, 1, 2, 3]
 
 
 def test_an_mpijob_running_its_launcher_as_a_worker_is_ranked_by_the_padded_index() -> None:
     # mpi-operator pkg/controller/mpi_job_controller.go, workerReplicaIndexLabel: with
     # runLauncherAsWorker the launcher is index 0 and worker i is labelled i + 1.
-    facts = src.TrainingJobFacts("MPIJob", "hvd", "uid-mpi", {
-        "launcher": src.Replica(1, 8), "worker": src.Replica(3, 8)}, workers_counted_after_lead=True)
+    facts = gangs.TrainingJobFacts("MPIJob", "hvd", "uid-mpi", {
+        "launcher": gangs.Replica(1, 8), "worker": gangs.Replica(3, 8)}, workers_counted_after_lead=True)
     owners = Owners(training={("MPIJob", "hvd"): facts})
     ranks = [resolve(mpi_pod("launcher", 0), owners)] + [resolve(mpi_pod("worker", i + 1), owners)
                                                           for i in range(3)]
-    assert [m.rank for m in ranks if isinstance(m, src.Membership)] == [0, 1, 2, 3]
+    assert [m.rank for m in ranks if isinstance(m, gangs.Membership)] == [0, 1, 2, 3]
 
 
 # --- LeaderWorkerSet ------------------------------------------------------------------------
@@ -201,7 +187,7 @@ def lws_pod(group: int, worker: int, size: str = "4") -> Any:
 
 def test_each_leaderworkerset_group_is_one_gang_ranked_by_worker_index() -> None:
     found = [resolve(lws_pod(g, w), Owners()) for g in range(2) for w in range(4)]
-    members = [f for f in found if isinstance(f, src.Membership)]
+    members = [f for f in found if isinstance(f, gangs.Membership)]
     assert len(members) == 8
     assert {m.key for m in members} == {"train/serve-0@hash0", "train/serve-1@hash1"}
     assert [m.rank for m in members] == [0, 1, 2, 3, 0, 1, 2, 3] and {m.size for m in members} == {4}
@@ -211,25 +197,25 @@ def test_each_leaderworkerset_group_is_one_gang_ranked_by_worker_index() -> None
                          ids=["superscript", "zero", "negative", "long"])
 def test_a_bad_leaderworkerset_size_is_that_pods_reason(size: str) -> None:
     found = resolve(lws_pod(0, 1, size), Owners())
-    assert isinstance(found, src.Unsized) and src.LWS_SIZE in found.reason and len(found.reason) < 120
+    assert isinstance(found, gangs.Unsized) and src.LWS_SIZE in found.reason and len(found.reason) < 120
 
 
 # --- native PodGroup ------------------------------------------------------------------------
 
 def test_a_gang_podgroup_is_the_gang_and_a_basic_one_falls_through() -> None:
-    gang = Owners(pod_groups={"pg": src.PodGroupFacts("pg", "uid-pg", gang_min_count=3)})
+    gang = Owners(pod_groups={"pg": gangs.PodGroupFacts("pg", "uid-pg", gang_min_count=3)})
     found = resolve(pod("p-0", {}, pod_group="pg"), gang)
-    assert isinstance(found, src.Membership)
+    assert isinstance(found, gangs.Membership)
     assert (found.source, found.key, found.size, found.rank) == (
-        src.Source.POD_GROUP, "train/pg@podgroup", 3, None)
-    basic = Owners(pod_groups={"pg": src.PodGroupFacts("pg", "uid-pg", gang_min_count=None)})
+        gangs.SourceKind.POD_GROUP, "train/pg@podgroup", 3, None)
+    basic = Owners(pod_groups={"pg": gangs.PodGroupFacts("pg", "uid-pg", gang_min_count=None)})
     alone = resolve(pod("p-0", {}, pod_group="pg"), basic)
-    assert isinstance(alone, src.Membership) and alone.source is src.Source.POD and alone.size == 1
+    assert isinstance(alone, gangs.Membership) and alone.source is gangs.SourceKind.POD and alone.size == 1
 
 
 def test_a_podgroup_that_does_not_exist_yet_is_unsized() -> None:
     found = resolve(pod("p-0", {}, pod_group="pg"), Owners())
-    assert isinstance(found, src.Unsized) and found.missing == "PodGroup train/'pg'"
+    assert isinstance(found, gangs.Unsized) and found.missing == "PodGroup train/'pg'"
 
 
 # --- precedence, Jobs, lone pods and the one key ---------------------------------------------
@@ -238,31 +224,33 @@ def test_the_explicit_gang_label_wins_over_every_other_source() -> None:
     usage = jobset_pod("node", 0, 1, 1, overrides={gangs.GANG_LABEL: "mine"},
                        annotations={gangs.GANG_SIZE_ANNOTATION: "2"})
     found = resolve(usage, Owners(jobsets={"llm": TRAINER}))
-    assert isinstance(found, src.Membership) and found.source is src.Source.EXPLICIT and found.size == 2
+    assert isinstance(found, gangs.Membership)
+    assert found.source is gangs.SourceKind.EXPLICIT and found.size == 2
 
 
 def test_indexed_jobs_and_lone_pods_resolve_exactly_as_the_live_path_identifies_them() -> None:
-    job_labels = {gangs.JOB_NAME_LABEL: "b", gangs.CONTROLLER_UID_LABEL: "uid-b", gangs.COMPLETION_INDEX: "1"}
-    owners = Owners(jobs={"b": gangs.JobFacts("b", "uid-b", 4, 4)})
+    job_labels = {identity.JOB_NAME_LABEL: "b", identity.CONTROLLER_UID_LABEL: "uid-b",
+                  gangs.COMPLETION_INDEX: "1"}
+    owners = Owners(jobs={"b": job("b", "uid-b", 4, 4)})
     cases = (pod("b-1", job_labels, ("Job", "b", "uid-b")), pod("b-1", job_labels), pod("solo", {}))
-    for usage_spec in cases:
-        found = resolve(usage_spec, owners)
-        assert isinstance(found, src.Membership)
-        live = gangs.identify(usage_spec[0], owners.job("train", "b") if "b" in usage_spec[0].name else None)
+    for usage in cases:
+        found = resolve(usage, owners)
+        assert isinstance(found, gangs.Membership)
+        live = gangs.identify(usage, owners if "b" in usage.name else NOBODY)
         assert isinstance(live, gangs.GangIdentity)
         assert (found.key, found.size, found.rank) == (live.key, live.size, live.rank)
-        assert gangs.membership(usage_spec[0]) == (found.key, found.rank)
+        assert gangs.membership(usage, NOBODY) == (found.key, found.rank)
 
 
 @pytest.mark.parametrize("label", [src.JOBSET_GLOBAL_INDEX, gangs.COMPLETION_INDEX])
 def test_a_forged_jobset_index_is_that_pods_reason(label: str) -> None:
     usage = jobset_pod("node", 0, 1, 0, overrides={label: "²"})
     found = resolve(usage, Owners(jobsets={"llm": TRAINER}))
-    assert isinstance(found, src.Unsized) and label in found.reason
+    assert isinstance(found, gangs.Unsized) and label in found.reason
 
 
 def test_a_pod_without_gpus_is_not_fabricscheds() -> None:
-    assert resolve(pod("web", {}, gpus=0), Owners()) is None
+    assert not_ours(pod("web", {}, gpus=0), NOBODY)
 
 
 # --- owners from their manifests ----------------------------------------------------------------
@@ -280,7 +268,7 @@ def test_a_jobset_manifest_reads_as_its_replicated_jobs_in_order() -> None:
                     {"name": "node", "replicas": 2,
                      "template": {"spec": {"parallelism": 3, "completions": 3, "template": template(8)}}},
                 ]}}
-    assert src.jobset_facts(manifest) == TRAINER
+    assert facts.jobset_facts(manifest) == TRAINER
 
 
 def test_a_pytorchjob_manifest_reads_as_its_replica_specs() -> None:
@@ -288,7 +276,7 @@ def test_a_pytorchjob_manifest_reads_as_its_replica_specs() -> None:
                 "metadata": {"name": "bert", "uid": "uid-pt"},
                 "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1, "template": template(8)},
                                                  "Worker": {"replicas": 11, "template": template(8)}}}}
-    assert src.training_job_facts(manifest) == PYTORCH
+    assert facts.training_job_facts(manifest) == PYTORCH
 
 
 def test_an_mpijob_manifest_reads_its_launcher_without_gpus() -> None:
@@ -296,7 +284,7 @@ def test_an_mpijob_manifest_reads_its_launcher_without_gpus() -> None:
                 "metadata": {"name": "hvd", "uid": "uid-mpi"},
                 "spec": {"mpiReplicaSpecs": {"Launcher": {"replicas": 1, "template": template(0)},
                                              "Worker": {"replicas": 4, "template": template(8)}}}}
-    assert src.training_job_facts(manifest) == MPI
+    assert facts.training_job_facts(manifest) == MPI
 
 
 @pytest.mark.parametrize(("policy", "count"), [({"gang": {"minCount": 3}}, 3), ({"basic": {}}, None)],
@@ -304,12 +292,12 @@ def test_an_mpijob_manifest_reads_its_launcher_without_gpus() -> None:
 def test_a_podgroup_manifest_reads_its_policy(policy: dict[str, Any], count: int | None) -> None:
     manifest = {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
                 "metadata": {"name": "pg", "uid": "uid-pg"}, "spec": {"schedulingPolicy": policy}}
-    assert src.pod_group_facts(manifest) == src.PodGroupFacts("pg", "uid-pg", count)
+    assert facts.pod_group_facts(manifest) == gangs.PodGroupFacts("pg", "uid-pg", count)
 
 
 def test_an_owner_with_a_wrong_typed_field_is_invalid_not_a_crash() -> None:
     with pytest.raises(ValueError):
-        src.jobset_facts({"metadata": {"name": "x"},
+        facts.jobset_facts({"metadata": {"name": "x"},
                           "spec": {"replicatedJobs": [{"name": "a", "replicas": "2"}]}})
 
 
@@ -318,14 +306,14 @@ def test_an_owner_with_a_wrong_typed_field_is_invalid_not_a_crash() -> None:
 def test_gang_key_is_the_key_resolve_and_membership_give_for_every_source() -> None:
     training = {("PyTorchJob", "bert"): PYTORCH, ("MPIJob", "hvd"): MPI}
     owners = Owners(jobsets={"llm": TRAINER}, training=training,
-                    pod_groups={"pg": src.PodGroupFacts("pg", "uid-pg", gang_min_count=2)})
+                    pod_groups={"pg": gangs.PodGroupFacts("pg", "uid-pg", gang_min_count=2)})
     pods = [jobset_pod("node", 1, 2, 1), pytorch_pod("worker", 3), mpi_pod("worker", 1), lws_pod(1, 2),
             pod("pg-0", {}, pod_group="pg"), pod("g-0", {gangs.GANG_LABEL: "g"}),
             pod("lone", {})]
-    for usage, spec in pods:
-        found = src.resolve(usage, spec, owners)
-        assert isinstance(found, src.Membership), (usage.name, found)
-        assert src.gang_key(usage, owners) == found.key, usage.name
-        assert src.membership(usage, owners) == (found.key, found.rank), usage.name
+    for usage in pods:
+        found = gangs.resolve(usage, owners)
+        assert isinstance(found, gangs.Membership), (usage.name, found)
+        assert gangs.key_of(usage, owners) == found.key, usage.name
+        assert gangs.membership(usage, owners) == (found.key, found.rank), usage.name
         # Without its owner known, the pod still has the same key (bind tracking, restore).
-        assert src.gang_key(usage, Owners()) == found.key, usage.name
+        assert gangs.key_of(usage, NOBODY) == found.key, usage.name

@@ -7,7 +7,7 @@ import asyncio
 from extender_harness import Harness, fabric_nodes
 
 from builders import PodBuilder, make_pod
-from fabricsched.extender import pod_identity
+from fabricsched.extender.decide import pod_identity
 from fabricsched.ports import errors
 
 

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import prometheus_client
-from extender_harness import Harness
+from extender_harness import Harness, fabric_nodes
 
 from fabricsched.controller import metrics as operator_metrics
-from fabricsched.extender import metrics
 
 
 def sample(registry: prometheus_client.CollectorRegistry, name: str, **labels: str) -> float | None:
@@ -22,10 +21,10 @@ def leaf_gpus(registry: prometheus_client.CollectorRegistry, leaves: list[str], 
     )
 
 
-def test_gangs_waits_slowdowns_and_domain_gpus(harness: Harness) -> None:
+def test_gangs_waits_slowdowns_and_domain_gpus() -> None:
     registry = prometheus_client.CollectorRegistry()
-    board = harness.coordinator.pending
-    board.on_planned = metrics.ExtenderMetrics(registry, harness.state, harness.book, board).observe_plan
+    harness = Harness(fabric_nodes(), registry=registry)  # the service registers its metrics
+    harness.restore()
     uid = harness.job("six", 6)
     harness.clock.advance(7)
     for rank in range(5):

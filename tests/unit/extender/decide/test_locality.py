@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from fabricsched import ids
-from fabricsched.extender import locality
+from fabricsched.extender.decide import locality
 from fabricsched.placement import request
 
 DEFAULT = request.LocalityWait(timeout_s=0.0, tolerance=0.05)

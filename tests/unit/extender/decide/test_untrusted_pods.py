@@ -13,7 +13,10 @@ from aiohttp import test_utils
 from extender_harness import Harness, fabric_nodes
 
 from builders import make_node, make_pod
-from fabricsched.extender import coordinator, gangs, server, verdicts
+from fabricsched import gangs
+from fabricsched.extender.decide import verdicts
+from fabricsched.extender.decide.answers import FilterAnswer
+from fabricsched.extender.http import server
 from fabricsched.topology import quantities
 
 POISON_RANKS = ["²", "٣", "9" * 4000]
@@ -95,7 +98,7 @@ def test_a_quantity_bomb_pod_is_read_at_once_and_does_not_fit() -> None:
     resources["requests"]["nvidia.com/gpu"] = resources["limits"]["nvidia.com/gpu"] = "1e1000000"
     resources["requests"]["example.com/foo"] = "1e1000000"
     h.state.apply_pod(bomb)
-    answer: coordinator.FilterAnswer = h.run(h.coordinator.filter(bomb, list(h.state.nodes)))
+    answer: FilterAnswer = h.run(h.coordinator.filter(bomb, list(h.state.nodes)))
     assert answer.passed == []
     for reason in (*answer.failed.values(), *answer.unresolvable.values()):
         assert len(reason.encode()) <= verdicts.MAX_REASON_BYTES

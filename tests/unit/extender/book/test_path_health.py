@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from extender_harness import TOPOLOGY, Harness, fabric_nodes
+from extender_harness import TOPOLOGY, Harness, fabric_nodes, relabel
 
-from builders import make_node
 from fabricsched import ids
 from fabricsched.controller import status as topology_status
 from fabricsched.topology import health
@@ -19,15 +18,6 @@ def run_gang(h: Harness, name: str, pods: int) -> list[str]:
     placed = [h.place(h.pod(name, uid, rank)) for rank in range(pods)]
     h.run(h.writer.flush(1.0))
     return placed
-
-
-def relabel(h: Harness, node: str, value: str | None) -> None:
-    leaf, spine = node.split("-")[0], {"l1": "s1", "l2": "s1", "l3": "s2", "l4": "s2"}[node.split("-")[0]]
-    builder = make_node(node).leaf(leaf).spine(spine).gpus(8)
-    if value is not None:
-        builder.label("fabricsched.io/fabric-health", value)
-    h.state.apply_node(builder.build())
-    h.run(h.writer.flush(1.0))
 
 
 def status(h: Harness, name: str) -> dict[str, Any]:
@@ -60,7 +50,7 @@ def test_a_degraded_host_on_the_path_marks_the_gang_and_its_recovery_clears_it(h
     assert placed[0] in degraded["message"]
     subjects = sorted(s for s, why, _, warning in harness.events.events if why == "PathDegraded" and warning)
     assert subjects == ["FabricPlacement/train6", "Job/train6"]
-    names, count = harness.coordinator.path_health.affected(
+    names, count = harness.service.gangs_on_path.affected(
         ids.TopologyName(TOPOLOGY), health.ElementId.node(placed[0])
     )
     assert names == ["train/train6"] and count == 1
@@ -111,14 +101,14 @@ def test_the_topology_status_names_the_gangs_a_degraded_element_touches(harness:
     obj = harness.state.objects[name]
     tf = harness.state.topologies[name]
     snap = harness.state.snapshot(name)
-    wire = topology_status.compute(obj, tf, snap, harness.clock(), affected=harness.coordinator.path_health)
+    wire = topology_status.compute(obj, tf, snap, harness.clock(), affected=harness.service.gangs_on_path)
     (row,) = wire["degraded"]
     assert row["node"] == placed[0]
     assert row["affectedGangs"] == ["train/named"] and row["affectedGangCount"] == 1
-    version = harness.coordinator.path_health.version
+    version = harness.service.gangs_on_path.version
     harness.end_job("named", harness.store.get("train", "named")["spec"]["jobUID"], 6)
-    assert harness.coordinator.path_health.version > version
-    wire = topology_status.compute(obj, tf, snap, harness.clock(), affected=harness.coordinator.path_health)
+    assert harness.service.gangs_on_path.version > version
+    wire = topology_status.compute(obj, tf, snap, harness.clock(), affected=harness.service.gangs_on_path)
     assert wire["degraded"][0]["affectedGangCount"] == 0
 
 
@@ -129,8 +119,7 @@ def _restarted(h: Harness, name: str, pods: int, degraded_host: str) -> Harness:
     for node in manifests:
         if node["metadata"]["name"] == degraded_host:
             node["metadata"]["labels"]["fabricsched.io/fabric-health"] = "degraded"
-    restarted = Harness(manifests)
-    restarted.store = restarted.writer.store = h.store
+    restarted = Harness(manifests, store=h.store)
     for job in h.state.jobs.values():
         restarted.state.apply_job({"metadata": {"name": job.name, "namespace": job.namespace, "uid": job.uid},
                                    "spec": {"parallelism": pods, "completions": pods,
@@ -155,7 +144,7 @@ def test_after_a_restart_a_gang_shows_an_element_that_went_bad_before_it(harness
     assert after["degradedPath"] is True
     found = [(e["kind"], e["node"], e["state"]) for e in after["unhealthyPath"]]
     assert found == [("node", placed[0], "degraded")]
-    names, count = restarted.coordinator.path_health.affected(
+    names, count = restarted.service.gangs_on_path.affected(
         ids.TopologyName(TOPOLOGY), health.ElementId.node(placed[0])
     )
     assert names == ["train/train6"] and count == 1

@@ -11,7 +11,9 @@ from extender_harness import MemoryStore
 
 from fabricsched import ids
 from fabricsched.api import placement as api
-from fabricsched.extender import placements, reservations
+from fabricsched.controller import state as cluster_state
+from fabricsched.extender.book import following, objects, reservations
+from fabricsched.extender.kube import writer as placements
 from fabricsched.ports import errors
 
 N = ids.NodeName
@@ -42,7 +44,7 @@ def entry(**changes: object) -> reservations.Entry:
 
 
 def test_the_manifest_is_a_valid_fabricplacement_owned_by_the_job() -> None:
-    manifest = placements.manifest_of(entry())
+    manifest = objects.manifest_of(entry())
     obj = api.FabricPlacement.model_validate(manifest)
     assert obj.metadata["ownerReferences"][0]["uid"] == "1f0c"
     assert [(r.rank, r.node) for r in obj.spec.ranks] == [(0, "gpu-017"), (1, "gpu-018")]
@@ -52,29 +54,29 @@ def test_the_manifest_is_a_valid_fabricplacement_owned_by_the_job() -> None:
 
 def test_an_entry_read_back_from_its_object_holds_the_same_plan() -> None:
     original = entry(phase=api.PlacementPhase.RESERVED)
-    back = placements.entry_of(placements.manifest_of(original))
+    back = objects.entry_of(objects.manifest_of(original))
     assert back is not None
     # Bound ranks are re-derived from pods after a restart, not trusted from status.
     assert back == dataclasses.replace(original, bound={})
 
 
 def test_an_unreadable_object_raises_a_typed_error_naming_it() -> None:
-    manifest = placements.manifest_of(entry())
+    manifest = objects.manifest_of(entry())
     manifest["spec"]["ranks"].append({"rank": 7, "node": "x"})
-    with pytest.raises(placements.Unreadable, match="FabricPlacement b"):
-        placements.entry_of(manifest)
+    with pytest.raises(objects.Unreadable, match="FabricPlacement b"):
+        objects.entry_of(manifest)
 
 
 def test_an_unreadable_expiry_is_unreadable_too() -> None:
-    manifest = placements.manifest_of(entry(phase=api.PlacementPhase.RESERVED))
+    manifest = objects.manifest_of(entry(phase=api.PlacementPhase.RESERVED))
     manifest["status"]["expiresAt"] = "yesterday"
-    with pytest.raises(placements.Unreadable):
-        placements.entry_of(manifest)
+    with pytest.raises(objects.Unreadable):
+        objects.entry_of(manifest)
 
 
 def test_only_the_newest_entry_of_a_gang_is_written_and_failures_are_retried() -> None:
     store = MemoryStore()
-    writer = placements.PlacementWriter(store, reservations.Book(reservations.BookOptions()))
+    writer = placements.PlacementWriter(store)
 
     async def scenario() -> None:
         store.fail = True
@@ -96,7 +98,7 @@ def test_only_the_newest_entry_of_a_gang_is_written_and_failures_are_retried() -
 
 def test_save_soon_creates_without_waiting_and_flush_lets_it_land_first() -> None:
     store = MemoryStore()
-    writer = placements.PlacementWriter(store, reservations.Book(reservations.BookOptions()))
+    writer = placements.PlacementWriter(store)
     fresh = entry(phase=api.PlacementPhase.RESERVED, bound={})
 
     async def scenario() -> None:
@@ -111,7 +113,7 @@ def test_save_soon_creates_without_waiting_and_flush_lets_it_land_first() -> Non
 
 def test_a_new_plan_is_created_at_once_and_its_status_follows_in_the_background() -> None:
     store = MemoryStore()
-    writer = placements.PlacementWriter(store, reservations.Book(reservations.BookOptions()))
+    writer = placements.PlacementWriter(store)
     fresh = entry(phase=api.PlacementPhase.RESERVED, bound={})
 
     async def scenario() -> None:
@@ -140,19 +142,19 @@ NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])
 @pytest.mark.parametrize("name", ["b", "llama-70b", "train.v2", "a" * 253],
                          ids=["a short name", "a name with dashes", "a name with a dot", "the longest name"])
 def test_a_gang_name_that_is_a_valid_object_name_is_the_objects_name(name: str) -> None:
-    assert placements.object_name(gang(name)) == name
+    assert objects.object_name(gang(name)) == name
 
 
 def test_a_gang_name_with_an_underscore_gets_a_valid_name_and_keeps_its_own_in_the_spec() -> None:
-    manifest = placements.manifest_of(gang("llama_70b"))
+    manifest = objects.manifest_of(gang("llama_70b"))
     name = manifest["metadata"]["name"]
     assert re.fullmatch(r"llama-70b-[0-9a-f]{8}", name) and NAME.fullmatch(name)
     assert manifest["spec"]["gang"] == "llama_70b"
-    assert placements.entry_of(manifest).name == "llama_70b"
+    assert objects.entry_of(manifest).name == "llama_70b"
 
 
 def test_gangs_that_differ_only_in_case_get_two_objects() -> None:
-    upper, lower = placements.object_name(gang("Dup")), placements.object_name(gang("dup"))
+    upper, lower = objects.object_name(gang("Dup")), objects.object_name(gang("dup"))
     assert lower == "dup" and upper != lower and upper.startswith("dup-")
 
 
@@ -160,14 +162,14 @@ def test_gangs_that_differ_only_in_case_get_two_objects() -> None:
                          ids=["only a symbol", "dashes at both ends", "longer than an object name",
                               "non-ASCII letters", "an empty dot segment", "upper case with a dot"])
 def test_every_other_gang_name_becomes_a_valid_object_name(name: str) -> None:
-    made = placements.object_name(gang(name))
+    made = objects.object_name(gang(name))
     assert NAME.fullmatch(made) and len(made) <= 253, made
 
 
 def test_the_same_name_in_two_namespaces_hashes_apart_but_each_is_stable() -> None:
     first, second = gang("Dup", "team-a"), gang("Dup", "team-b")
-    assert placements.object_name(first) != placements.object_name(second)
-    assert placements.object_name(first) == placements.object_name(gang("Dup", "team-a"))
+    assert objects.object_name(first) != objects.object_name(second)
+    assert objects.object_name(first) == objects.object_name(gang("Dup", "team-a"))
 
 
 class GoneNamespaceStore(MemoryStore):
@@ -200,8 +202,9 @@ NAMESPACE_GONE = {
 def test_a_write_into_a_namespace_that_is_gone_is_dropped_and_its_plan_released(error: Exception) -> None:
     store = GoneNamespaceStore(error)
     book = reservations.Book(reservations.BookOptions())
-    writer = placements.PlacementWriter(store, book)
-    fresh = book.reserve(entry(phase=api.PlacementPhase.RESERVED, bound={}), 1_700_000_000.0)
+    writer = placements.PlacementWriter(store)
+    now = 1_700_000_000.0
+    fresh = book.reserve(entry(phase=api.PlacementPhase.RESERVED, bound={}), now)
     assert book.reserved_gpus()
 
     async def scenario() -> None:
@@ -214,7 +217,14 @@ def test_a_write_into_a_namespace_that_is_gone_is_dropped_and_its_plan_released(
 
     asyncio.run(scenario())
     assert store.attempts == 2 and not writer.pending and writer.dropped == 2
+    # The writer reports the gang; the follower's next tick releases its plan and its GPUs.
+    follower = following.Follower(
+        cluster_state.ClusterState(lambda: now), book, writer, lambda: now,
+        key=lambda pod: ids.GangKey(pod.uid), rank=lambda pod, resource: None,
+    )
+    follower.housekeeping()
     assert book.get(fresh.key) is None and not book.reserved_gpus()
+    assert writer.take_gone() == []  # reported once
 
 
 @pytest.mark.parametrize("message, gone", [

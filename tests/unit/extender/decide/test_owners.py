@@ -10,7 +10,8 @@ import pytest
 from extender_harness import Harness, fabric_nodes
 from test_owner_gangs import jobset, jobset_pod
 
-from fabricsched.extender import gang_sources, owners
+from fabricsched import gangs, parsing
+from fabricsched.extender.decide import owners
 from fabricsched.ports import errors
 from timing import Clock
 
@@ -59,7 +60,7 @@ def test_a_slow_read_is_waited_for_at_most_the_timeout_and_lands_for_the_next_ca
         return first, owner_cache.view().jobset("train", "llm")
 
     first, later = asyncio.run(scenario())
-    assert first is None and isinstance(later, gang_sources.JobSetFacts)
+    assert first is None and isinstance(later, gangs.JobSetFacts)
     assert fetcher.reads == [("JobSet", "train", "llm")]
 
 
@@ -67,7 +68,7 @@ def test_a_missing_owner_is_asked_again_only_after_the_retry_interval() -> None:
     fetcher = SlowOwners()
     owner_cache, clock = cache(fetcher, retry_s=2.0)
     asyncio.run(owner_cache.prepare(pod()))
-    with pytest.raises(gang_sources.parsing.Invalid, match="does not exist"):
+    with pytest.raises(parsing.Invalid, match="does not exist"):
         owner_cache.view().jobset("train", "llm")
     asyncio.run(owner_cache.prepare(pod()))
     assert len(fetcher.reads) == 1

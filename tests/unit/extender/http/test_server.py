@@ -12,7 +12,8 @@ from aiohttp import test_utils
 
 from builders import make_pod
 from fabricsched.api import extender as wire
-from fabricsched.extender import coordinator, server
+from fabricsched.extender.decide import answers
+from fabricsched.extender.http import server
 
 
 class Fixed:
@@ -20,11 +21,11 @@ class Fixed:
 
     async def filter(
         self, manifest: Mapping[str, Any], node_names: Sequence[str]
-    ) -> coordinator.FilterAnswer:
+    ) -> answers.FilterAnswer:
         first, *rest = node_names
         if manifest["metadata"]["name"] == "required":
-            return coordinator.FilterAnswer([], unresolvable=dict.fromkeys(node_names, "needs one leaf"))
-        return coordinator.FilterAnswer([first], failed=dict.fromkeys(rest, "outside gang train/a's leaf l1"))
+            return answers.FilterAnswer([], unresolvable=dict.fromkeys(node_names, "needs one leaf"))
+        return answers.FilterAnswer([first], failed=dict.fromkeys(rest, "outside gang train/a's leaf l1"))
 
     def prioritize(self, manifest: Mapping[str, Any], node_names: Sequence[str]) -> list[tuple[str, int]]:
         return [(n, 10 if i == 0 else 0) for i, n in enumerate(node_names)]
@@ -147,7 +148,7 @@ NAME_IDS = ["dns names", "no nodes", "one node", "names that need escaping"]
 def test_encoded_scores_are_what_the_wire_model_gives(names: list[str], planned: str) -> None:
     target = {"first": names[0] if names else None, "last": names[-1] if names else None,
               "absent": "not-a-candidate", "none": None}[planned]
-    scores = coordinator.Scores(names, target)
+    scores = answers.Scores(names, target)
     expected = wire.HostPriorityList.model_validate(
         [{"Host": n, "Score": 10 if n == target else 0} for n in names]
     ).to_wire()
@@ -180,7 +181,7 @@ class Failing(Fixed):
 
     async def filter(
         self, manifest: Mapping[str, Any], node_names: Sequence[str]
-    ) -> coordinator.FilterAnswer:
+    ) -> answers.FilterAnswer:
         raise RuntimeError("book unavailable")
 
     def prioritize(self, manifest: Mapping[str, Any], node_names: Sequence[str]) -> list[tuple[str, int]]:

@@ -8,11 +8,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from extender_harness import Harness, fabric_nodes, leaf_of
-from test_path_health import relabel
+from extender_harness import Harness, fabric_nodes, leaf_of, relabel
 
 from builders import PodBuilder, make_pod
-from fabricsched.extender import gang_sources, placements, verdicts
+from fabricsched.extender.book import objects
+from fabricsched.extender.decide import verdicts
+from fabricsched.gangs import sources as gang_sources
 
 
 class Owners:
@@ -154,7 +155,7 @@ def test_a_gang_podgroup_is_one_gang_and_a_basic_one_is_not(harness: Harness) ->
     (entry,) = harness.book.entries()
     assert entry.key == "train/pg@podgroup" and sorted(entry.bound) == [0, 1, 2]
     assert len({leaf_of(n) for n in placed}) == 1
-    assert placements.manifest_of(entry)["spec"]["jobUID"] == "podgroup"
+    assert objects.manifest_of(entry)["spec"]["jobUID"] == "podgroup"
 
 
 def test_path_events_of_a_jobset_gang_go_to_the_jobset_also_after_a_restart(harness: Harness) -> None:

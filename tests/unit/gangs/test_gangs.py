@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from gang_lookups import NOBODY, Owners, job
 
 from builders import make_pod
-from fabricsched.extender import gangs
+from fabricsched import gangs
 
-JOB = gangs.JobFacts("b", "uid-b", parallelism=4, completions=6)
+JOB = Owners.of_job(job("b", "uid-b", parallelism=4, completions=6))
 
 
 def test_an_indexed_job_pod_is_keyed_by_job_uid_and_ranked_by_completion_index() -> None:
@@ -33,7 +34,7 @@ def test_gang_size_is_the_smaller_of_parallelism_and_completions(
     parallelism: int, completions: int | None, size: int
 ) -> None:
     pod = make_pod("b-0", "train").job("b", "uid-b", 0).gpus(8).usage()
-    found = gangs.identify(pod, gangs.JobFacts("b", "uid-b", parallelism, completions))
+    found = gangs.identify(pod, Owners.of_job(job("b", "uid-b", parallelism, completions)))
     assert isinstance(found, gangs.GangIdentity) and found.size == size
 
 
@@ -81,26 +82,26 @@ def test_a_pod_without_a_gpu_request_is_not_ours() -> None:
 
 def test_a_gpu_limit_alone_counts_as_a_request() -> None:
     pod = make_pod("solo").gpus(2, limit_only=True).usage()
-    found = gangs.identify(pod, None)
+    found = gangs.identify(pod, NOBODY)
     assert isinstance(found, gangs.GangIdentity) and found.gpus_per_pod == 2
 
 
 def test_a_lone_gpu_pod_is_a_gang_of_one_keyed_by_its_own_uid() -> None:
     pod = make_pod("solo", "dev").gpus(1).usage()
-    found = gangs.identify(pod, None)
+    found = gangs.identify(pod, NOBODY)
     assert isinstance(found, gangs.GangIdentity)
     assert (found.key, found.size, found.rank) == ("dev/solo@uid-dev-solo", 1, None)
 
 
 def test_a_pod_whose_job_is_not_known_yet_is_unresolved() -> None:
     pod = make_pod("b-0", "train").job("b", "uid-b", 0).gpus(8).usage()
-    found = gangs.identify(pod, None)
-    assert isinstance(found, gangs.Unresolved) and found.job_name == "b"
+    found = gangs.identify(pod, NOBODY)
+    assert isinstance(found, gangs.Unsized) and found.missing == "Job train/b"
 
 
 def test_facts_of_an_older_job_with_the_same_name_are_not_used() -> None:
     pod = make_pod("b-0", "train").job("b", "uid-new", 0).gpus(8).usage()
-    assert isinstance(gangs.identify(pod, gangs.JobFacts("b", "uid-old", 4, 4)), gangs.Unresolved)
+    assert isinstance(gangs.identify(pod, Owners.of_job(job("b", "uid-old", 4, 4))), gangs.Unsized)
 
 
 @pytest.mark.parametrize(
@@ -116,7 +117,7 @@ def test_a_bad_rank_is_unresolved(rank: str, size_annotation: str) -> None:
         .gpus(8)
         .usage()
     )
-    assert isinstance(gangs.identify(pod, None), gangs.Unresolved)
+    assert isinstance(gangs.identify(pod, NOBODY), gangs.Unsized)
 
 
 def test_membership_gives_the_same_key_and_rank_as_identify() -> None:
@@ -127,4 +128,4 @@ def test_membership_gives_the_same_key_and_rank_as_identify() -> None:
     ):
         found = gangs.identify(pod, JOB)
         assert isinstance(found, gangs.GangIdentity)
-        assert gangs.membership(pod) == (found.key, found.rank)
+        assert gangs.membership(pod, NOBODY) == (found.key, found.rank)

@@ -7,7 +7,7 @@ from typing import Any
 from extender_harness import Harness, fabric_nodes
 
 from builders import PodBuilder, make_pod
-from fabricsched.extender import pending
+from fabricsched.extender.book import pending
 
 
 def reserved_condition(h: Harness, name: str) -> dict[str, Any]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fabricsched import ids
 from fabricsched.api.placement import PlacementPhase
-from fabricsched.extender import reservations
+from fabricsched.extender.book import reservations
 
 Phase = PlacementPhase
 N = ids.NodeName

@@ -12,7 +12,7 @@ from __future__ import annotations
 from extender_harness import Harness, fabric_nodes, leaf_of
 
 from fabricsched import ids
-from fabricsched.extender import coordinator, locality
+from fabricsched.extender.decide import coordinator, locality
 from fabricsched.placement import request
 
 WAIT = {locality.WAIT_ANNOTATION: "600s"}

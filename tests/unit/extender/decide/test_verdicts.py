@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fabricsched.extender import verdicts
+from fabricsched.extender.decide import verdicts
 
 
 def test_every_node_gets_the_same_bounded_string_object() -> None:

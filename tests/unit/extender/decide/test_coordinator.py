@@ -8,8 +8,6 @@ from typing import Any
 
 from extender_harness import Harness, fabric_nodes, leaf_of
 
-from fabricsched.extender import coordinator
-
 HOSTS_PER_LEAF = 4
 
 
@@ -177,7 +175,7 @@ def test_a_gang_without_a_job_whose_pod_deletions_went_unseen_is_released_by_the
     harness: Harness,
 ) -> None:
     from builders import make_pod
-    from fabricsched.extender import following
+    from fabricsched.extender.book import following
 
     pods = [make_pod(f"g-{r}", "train").gang("g", 2).gpus(8).scheduler("fabricsched") for r in range(2)]
     for pod in pods:
@@ -223,14 +221,7 @@ def test_reservations_survive_a_restart_and_bound_ranks_are_rederived(harness: H
     placed = [harness.place(harness.pod("a", uid, r)) for r in range(2)]
     before = harness.book.reserved_gpus()
     # A new process: fresh book and coordinator, same API server (store) and cluster (state).
-    again = Harness(fabric_nodes())
-    again.state = harness.state
-    again.store = harness.store
-    again.book = type(harness.book)(harness.book.options)
-    again.writer = type(harness.writer)(again.store, again.book)
-    again.coordinator = coordinator.Coordinator(
-        again.state, again.book, again.writer, again.events, again.clock, coordinator.CoordinatorOptions()
-    )
+    again = Harness(state=harness.state, store=harness.store)
     again.restore()
     assert again.book.reserved_gpus() == before
     (entry,) = again.book.entries()
@@ -275,12 +266,7 @@ def test_a_plan_restored_without_its_status_is_held_for_a_full_ttl(harness: Harn
     harness.filter(harness.pod("a", uid, 0))
     stored = harness.store.get("train", "a")
     del stored["status"]  # the process died between the create and the status write
-    again = Harness(fabric_nodes())
-    again.state, again.store = harness.state, harness.store
-    again.writer = type(harness.writer)(again.store, again.book)
-    again.coordinator = coordinator.Coordinator(
-        again.state, again.book, again.writer, again.events, again.clock, coordinator.CoordinatorOptions()
-    )
+    again = Harness(state=harness.state, store=harness.store)
     again.restore()
     (restored,) = again.book.entries()
     assert restored.phase.value == "Reserved" and restored.expires_at == again.clock() + 120.0

@@ -6,7 +6,7 @@ from extender_harness import Harness, fabric_nodes
 
 from builders import PodBuilder, make_pod
 from fabricsched.api.placement import PlacementPhase
-from fabricsched.extender import coordinator, verdicts
+from fabricsched.extender.decide import coordinator, verdicts
 
 
 def test_a_lone_pod_claiming_a_gang_of_21_reserves_nothing_and_says_how_many_are_missing(
