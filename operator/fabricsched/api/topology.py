@@ -315,7 +315,7 @@ class HealthRecord(WireModel):
     )
 
 
-class Conflict(WireModel):
+class TopologyConflict(WireModel):
     """A node or domain the operator could not fit into the declared fabric."""
 
     kind: Literal["missingTierLabel", "multipleParents", "multipleTopologies"] = Field(
@@ -349,7 +349,7 @@ class FabricTopologyStatus(WireModel):
         json_schema_extra=openapi.extensions(list_type="atomic"),
     )
     degraded_count: int = Field(default=0, ge=0, description="Number of entries in degraded.")
-    conflicts: list[Conflict] = Field(
+    conflicts: list[TopologyConflict] = Field(
         default_factory=list,
         description="Nodes lacking a tier label, domains under two parents, "
         "nodes selected by two topologies.",

@@ -50,7 +50,7 @@ JOB_NAME_LABEL = tour.JOB_NAME_LABEL
 
 
 @dataclass(frozen=True)
-class Options:
+class DemoOptions:
     """Paths are relative to the working folder (``make demo`` runs from the repository root)."""
 
     dir: Path = Path(".cluster")
@@ -249,7 +249,7 @@ def _start_operator(layout: components.Layout, kubeconfig: Path, health: str, ex
     return child, record
 
 
-def _check_inputs(options: Options) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def _check_inputs(options: DemoOptions) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The Jobs and the FabricTopology, read before anything starts."""
     jobs = load_jobs(options.jobs)
     for path in (options.nodes, options.topology, options.crds):
@@ -263,7 +263,7 @@ def _gpu_resources(topology: Mapping[str, Any]) -> list[str]:
     return [str((topology.get("spec") or {}).get("gpuResource") or schedconfig.DEFAULT_GPU_RESOURCE)]
 
 
-def _start_fabricsched(api: rest.Client, plane: controlplane.ControlPlane, options: Options,
+def _start_fabricsched(api: rest.Client, plane: controlplane.ControlPlane, options: DemoOptions,
                        topology: Mapping[str, Any], health: str, extender: str, say: Callable[[str], None],
                        ) -> tuple[subprocess.Popen[bytes], processes.ProcessRecord]:
     """CRDs, the FabricTopology, then ``fabricsched run``; returns once it saw every node."""
@@ -291,7 +291,7 @@ def _topology_path(name: str) -> str:
     return f"/apis/{topology_api.API_VERSION}/{topology_api.PLURAL}/{name}"
 
 
-def _place_jobs(api: rest.Client, options: Options, jobs: Sequence[Mapping[str, Any]], topology_name: str,
+def _place_jobs(api: rest.Client, options: DemoOptions, jobs: Sequence[Mapping[str, Any]], topology_name: str,
                 operator: processes.ProcessRecord, say: Callable[[str], None],
                 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Submit the Jobs one at a time; returns their Bound FabricPlacements and the topology."""
@@ -328,7 +328,7 @@ def _place_jobs(api: rest.Client, options: Options, jobs: Sequence[Mapping[str, 
     return placements, topology
 
 
-def up(options: Options = Options(), say: Callable[[str], None] = print) -> Tour:
+def up(options: DemoOptions = DemoOptions(), say: Callable[[str], None] = print) -> Tour:
     """Start the demo from scratch (stopping a previous one in ``options.dir``) and run the tour."""
     t0 = time.monotonic()
     timings: dict[str, float] = {}
@@ -340,7 +340,7 @@ def up(options: Options = Options(), say: Callable[[str], None] = print) -> Tour
     say(f"==> cluster up in {options.dir} with {options.nodes}")
     scheduler = components.fabricsched_scheduler(f"http://{extender}", gpu_resources=_gpu_resources(topology))
     plane = controlplane.up(options.dir, options.nodes, extra_schedulers=[scheduler],
-                            options=controlplane.Options(timeout=options.timeout))
+                            options=controlplane.ControlPlaneOptions(timeout=options.timeout))
     children = list(plane._children)
     timings["cluster"] = time.monotonic() - t0
     api = plane.client()
@@ -372,7 +372,7 @@ def up(options: Options = Options(), say: Callable[[str], None] = print) -> Tour
     return result
 
 
-def _last_act(api: rest.Client, kubeconfig: Path, options: Options,
+def _last_act(api: rest.Client, kubeconfig: Path, options: DemoOptions,
               placements: Sequence[Mapping[str, Any]], operator: processes.ProcessRecord,
               say: Callable[[str], None]) -> degradation.Degradation | None:
     say("==> Degrading a host under the widest running job, with fabricsched explain before and after")
@@ -432,7 +432,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    defaults = Options()
+    defaults = DemoOptions()
     parser.add_argument("action", nargs="?", choices=("up", "down"), default="up",
                         help="up: (re)start the demo and run the tour; down: stop it (default: up)")
     parser.add_argument("--dir", type=Path, default=defaults.dir,
@@ -456,7 +456,7 @@ def _main(args: argparse.Namespace) -> int:
             note = f" (needed SIGKILL: {', '.join(killed)})" if killed else ""
             print(f"demo in {args.dir} stopped{note}")
             return 0
-        result = up(Options(
+        result = up(DemoOptions(
             dir=args.dir, nodes=args.nodes, topology=args.topology, crds=args.crds, jobs=args.jobs,
             namespace=args.namespace, extender_address=args.extender_address,
             health_address=args.health_address, timeout=args.timeout,

@@ -157,7 +157,7 @@ class Connection:
             await session.close()
 
 
-class Follower:
+class KindFollower:
     """Keeps one kind of the state current: ``follow`` runs until cancelled."""
 
     def __init__(self, connection: Connection, kind: Kind, registry: metrics_module.Metrics,

@@ -70,7 +70,7 @@ class Companions:
     None: a single replica, always."""
 
 
-def build(options: runtime.Options, api: client.ApiClient,
+def build(options: runtime.OperatorOptions, api: client.ApiClient,
           clock: Callable[[], float] = time.time) -> runtime.Runtime:
     """The shared parts, wired: state, metrics, Event recorder."""
     registry = metrics.Metrics()
@@ -106,7 +106,7 @@ async def serve(rt: runtime.Runtime, companions: Companions,
     connection = informer.Connection(lambda: kube.connection_info(rt.options.kubeconfig))
     kinds = handlers.kinds(rt)
     gate = handlers.SyncGate(rt, [k.name for k in kinds])
-    followers = [informer.Follower(connection, k, rt.metrics, functools.partial(gate.done, k.name))
+    followers = [informer.KindFollower(connection, k, rt.metrics, functools.partial(gate.done, k.name))
                  for k in kinds]
     registry = kopf.OperatorRegistry()
     handlers.register(registry, rt, gate)

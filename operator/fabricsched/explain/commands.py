@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     except reader.NotFound as e:
         print(f"error: {bounds.clean(e)}", file=sys.stderr)
         return NOT_FOUND
-    except access.AccessError as e:
+    except access.ApiAccessError as e:
         print(f"error: {bounds.clean(e, 400)}", file=sys.stderr)
         return NO_API
     except Exception as e:  # whatever else the transport raises: still one line

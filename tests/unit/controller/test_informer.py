@@ -67,7 +67,8 @@ async def _follow(api: FakeApi, until: Any) -> tuple[dict[tuple[str, str], Mappi
     kind = informer.Kind("node", "/api/v1/nodes", lambda b: held.__setitem__(informer.key_of(b), b),
                          lambda k: held.pop(k, None), lambda: list(held))
     connection = informer.Connection(lambda: kopf.ConnectionInfo(server=f"http://127.0.0.1:{port}"))
-    follower = informer.Follower(connection, kind, metrics.Metrics(), lambda: listed.append(1), page_size=2)
+    follower = informer.KindFollower(connection, kind, metrics.Metrics(), lambda: listed.append(1),
+                                     page_size=2)
     task = asyncio.create_task(follower.follow())
     try:
         for _ in range(200):
@@ -157,7 +158,7 @@ def test_an_object_the_state_refuses_does_not_stop_the_others() -> None:
         kind = informer.Kind("node", "/api/v1/nodes", apply, lambda k: held.pop(k, None), lambda: list(held))
         connection = informer.Connection(lambda: kopf.ConnectionInfo(server=f"http://127.0.0.1:{port}"))
         registry = metrics.Metrics()
-        follower = informer.Follower(connection, kind, registry, lambda: None)
+        follower = informer.KindFollower(connection, kind, registry, lambda: None)
         task = asyncio.create_task(follower.follow())
         for _ in range(200):
             await asyncio.sleep(0.01)

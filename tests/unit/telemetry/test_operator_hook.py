@@ -45,7 +45,7 @@ def make_runtime(prometheus: dict[str, Any] | None = None) -> tuple[runtime.Runt
     cluster.mark_synced()
     posted: Posted = []
     recorder = events.EventRecorder(lambda ns, body: posted.append(body))
-    options = runtime.Options(kubeconfig=Path())
+    options = runtime.OperatorOptions(kubeconfig=Path())
     return runtime.Runtime(options, cluster, None, recorder, metrics.Metrics(), clock), posted
 
 
