@@ -10,6 +10,7 @@ from pathlib import Path
 from fabricsched.api import admission as admission_contract
 from fabricsched.api import schedconfig
 from fabricsched.cluster import admission, components, controlplane, demo, errors
+from fabricsched.ports import errors as api_errors
 
 DEFAULT_EXTENDER_URL = schedconfig.DEFAULT_EXTENDER_URL
 fabricsched_scheduler = components.fabricsched_scheduler
@@ -81,13 +82,13 @@ def _up(args: argparse.Namespace) -> int:
         plane = controlplane.up(args.dir, args.nodes, extra_schedulers=extra,
                                 options=controlplane.ControlPlaneOptions(timeout=args.timeout,
                                                              node_lease_seconds=args.node_lease_seconds))
-    except (errors.ClusterError, ValueError) as e:
+    except (errors.ClusterError, api_errors.ApiError, ValueError) as e:
         return _fail("up", e)
     if args.webhook:
         try:
             with plane.client() as api:
                 webhook = admission.register(plane.dir, api, args.webhook_url)
-        except (errors.ClusterError, OSError, ValueError) as e:
+        except (errors.ClusterError, api_errors.ApiError, OSError, ValueError) as e:
             controlplane.down(plane.dir)
             return _fail("up", e)
         print(f"namespace opt-in webhook registered for {webhook.url}; serve it with: fabricsched run "
@@ -108,7 +109,7 @@ def _down(args: argparse.Namespace) -> int:
         return 0
     try:
         killed = controlplane.down(args.dir, controlplane.ControlPlaneOptions(stop_timeout=args.timeout))
-    except (errors.ClusterError, OSError, ValueError) as e:
+    except (errors.ClusterError, api_errors.ApiError, OSError, ValueError) as e:
         return _fail("down", e)
     note = f" (needed SIGKILL: {', '.join(killed)})" if killed else ""
     print(f"cluster in {args.dir} stopped{note}")

@@ -42,6 +42,7 @@ from fabricsched.cluster import (
     rest,
     tour,
 )
+from fabricsched.ports import errors as api_errors
 
 OPERATOR = "fabricsched"
 """Component name of ``fabricsched run`` in the state file and its log (``logs/fabricsched.log``)."""
@@ -226,7 +227,7 @@ def _run_job(api: rest.Client, namespace: str, job: Mapping[str, Any], timeout: 
 
     try:
         _wait(f"the {size} pod(s) of Job {namespace}/{name} to be bound", bound, timeout, operator)
-    except errors.ClusterError as e:
+    except (errors.ClusterError, api_errors.ApiError) as e:
         raise errors.ClusterError(f"{e}\nrecent warnings in {namespace}:\n"
                                   f"{_scheduling_trouble(api, namespace)}") from e
 
@@ -462,7 +463,7 @@ def _main(args: argparse.Namespace) -> int:
             health_address=args.health_address, timeout=args.timeout,
         ))
         _print_tour(result, f"make demo-down  (or: fabricsched demo down --dir {shlex.quote(str(args.dir))})")
-    except (errors.ClusterError, OSError, ValueError) as e:
+    except (errors.ClusterError, api_errors.ApiError, OSError, ValueError) as e:
         print(f"fabricsched demo {args.action}: error: {e}", file=sys.stderr)
         return 1
     return 0
