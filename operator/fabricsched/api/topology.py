@@ -51,9 +51,6 @@ NVLINK_CLIQUE_LABEL = "nvidia.com/gpu.clique"
 """GPU feature discovery's NVLink domain of a host (``<cluster UUID>.<clique id>``): hosts with the
 same value share one NVLink fabric (an NVL72 rack). Usable as the lowest tier's nodeLabel."""
 
-TOPOGRAPH_NVLINK_LABEL = "accelerator.topograph.run/domain"
-"""Topograph's name for the same NVLink domain; the lowest tier when Topograph labels the nodes."""
-
 MAX_LINKS = 1024
 """Bound on spec.links: keeps the CEL cost estimate of the link rules within the API server's budget."""
 

@@ -20,8 +20,6 @@ from typing import Any
 
 from fabricsched.cluster import errors, kubeconfig
 
-JsonObject = dict[str, Any]
-
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 

@@ -150,10 +150,6 @@ class StatusReporter:
             del self._touched[gone]
         return writes
 
-    def desired(self, name: ids.TopologyName) -> dict[str, Any] | None:
-        inputs = self._gather(name)
-        return status.build(inputs) if inputs is not None else None
-
     def _gather(self, name: ids.TopologyName) -> status.StatusInputs | None:
         obj = self._state.objects.get(name)
         if obj is None:

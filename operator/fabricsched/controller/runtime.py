@@ -30,8 +30,6 @@ class OperatorOptions:
     """Where Events about cluster-scoped objects (FabricTopology) are written."""
     status_interval_s: float = 1.0
     """At most one status PATCH per FabricTopology per this many seconds."""
-    tick_interval_s: float = 1.0
-    """How often due health recoveries are applied (the hysteresis clock)."""
     prometheus: access.AccessPolicy = field(default_factory=access.AccessPolicy)
     """Prometheus URLs topologies may name, and where their credential files may lie."""
 

@@ -54,7 +54,7 @@ def gather(obj: state.TopologyObject, tf: fabrics.TopologyFabric | None,
     gangs = {e: affected.affected(obj.name, e) for e in view} if affected is not None else None
     contested = tuple(c for c in snap.conflicts if c.kind == "multipleTopologies")
     return StatusInputs(obj, tf.build(), view, snap.free_gpus, dict(reserved or {}), contested, tf.telemetry,
-                  gangs, now)
+                        gangs, now)
 
 
 def build(inputs: StatusInputs, options: core_status.StatusOptions | None = None) -> dict[str, Any]:
@@ -75,15 +75,6 @@ def build(inputs: StatusInputs, options: core_status.StatusOptions | None = None
         telemetry = telemetry_feed.condition(inputs.telemetry, previous, now, obj.generation)
         result = result.model_copy(update={"conditions": [*result.conditions, telemetry]})
     return result.to_wire()
-
-
-def compute(obj: state.TopologyObject, tf: fabrics.TopologyFabric | None,
-            snap: snapshots.TopologySnapshot | None, now: float,
-            reserved: Mapping[ids.NodeName, int] | None = None,
-            options: core_status.StatusOptions | None = None,
-            affected: views.GangsOnPath | None = None) -> dict[str, Any]:
-    """The full status to store for ``obj`` (camelCase wire form), in one go on the caller's thread."""
-    return build(gather(obj, tf, snap, now, reserved, affected), options)
 
 
 AFFECTED_NAMES_BUDGET = 256 * 1024

@@ -56,7 +56,8 @@ def finding(value: float = 7.0) -> health.Observation:
 
 def compute(rt: runtime.Runtime) -> dict[str, Any]:
     cluster = rt.state
-    return status.compute(cluster.objects[IB], cluster.topologies.get(IB), cluster.snapshot(IB), rt.clock())
+    return status.build(status.gather(cluster.objects[IB], cluster.topologies.get(IB), cluster.snapshot(IB),
+                                      rt.clock()))
 
 
 def conditions(rt: runtime.Runtime) -> dict[str, dict[str, Any]]:
