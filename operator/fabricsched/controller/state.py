@@ -186,6 +186,14 @@ class ClusterState:
         """Units of ``resource`` held by active pods on ``node``."""
         return self._used.get(node, {}).get(resource, 0)
 
+    def free_gpus(self, node: ids.NodeName, resource: str) -> int:
+        """Test-only (issue 28): kept for tests/unit/extender/extender_harness.py until the extender's
+        rewrite changes it to the snapshot's ``free_gpus``; then delete."""
+        info = self._nodes.get(node)
+        if info is None:
+            return 0
+        return max(0, info.gpus(resource) - self.used(node, resource))
+
 
     def snapshot(self, name: ids.TopologyName) -> snapshots.TopologySnapshot | None:
         """The topology at the current generation (None: unknown or invalid topology)."""

@@ -77,6 +77,14 @@ def build(inputs: StatusInputs, options: core_status.StatusOptions | None = None
     return result.to_wire()
 
 
+def compute(obj: state.TopologyObject, tf: fabrics.TopologyFabric | None,
+            snap: snapshots.TopologySnapshot | None, now: float,
+            affected: views.GangsOnPath | None = None) -> dict[str, Any]:
+    """Test-only (issue 28): kept for tests/unit/extender/test_path_health.py until the extender's
+    rewrite calls ``build(gather(...))`` as the reporter does; then delete."""
+    return build(gather(obj, tf, snap, now, None, affected))
+
+
 AFFECTED_NAMES_BUDGET = 256 * 1024
 """Bytes of gang names over all of ``status.degraded`` (up to 50 per row): rows past the budget
 carry the count alone, so the object stays far below the API server's size limit."""

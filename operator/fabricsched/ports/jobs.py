@@ -29,6 +29,14 @@ class JobInfo:
     """A ``Complete`` or ``Failed`` condition is True: its plan can be released."""
     deleted: bool = False
     """``metadata.deletionTimestamp`` is set, or the delete event arrived."""
+    completion_mode: str = "NonIndexed"
+    """Test-only (issue 28): kept for tests/unit/extender/test_kubeapi.py until the extender's rewrite
+    drops it from that test; then delete, with ``gang_size``."""
+
+    @property
+    def gang_size(self) -> int:
+        """Test-only (issue 28), as ``completion_mode``: ``pods``."""
+        return self.pods
 
     @property
     def pods(self) -> int:
@@ -52,6 +60,7 @@ class JobInfo:
             completions=int(completions) if completions is not None else None,
             finished=is_finished(status.get("conditions") or ()),
             deleted=bool(metadata.get("deletionTimestamp")),
+            completion_mode=str(spec.get("completionMode") or "NonIndexed"),
         )
 
 
