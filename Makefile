@@ -52,7 +52,7 @@ lint: $(VENV) crds-check ## ruff, mypy --strict, layer contracts, no import cycl
 	$(PY) -m mypy --strict hack/checks/
 	.venv/bin/lint-imports
 	$(PY) hack/checks/structure.py operator/fabricsched
-	.venv/bin/vulture --min-confidence 80 operator/fabricsched
+	.venv/bin/vulture
 
 test: lint test-unit test-integration ## lint, then unit and integration tests
 

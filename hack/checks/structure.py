@@ -12,7 +12,13 @@ It fails (exit status 1) on:
   module chain with the file and line of each import in it;
 * a module longer than ``--max-module-lines`` physical lines (default 500);
 * a function or method longer than ``--max-function-lines`` physical lines (default 80), counted from
-  its first decorator to its last line.
+  its first decorator to its last line;
+* two public (no leading underscore) top-level classes of the package with the same name: a reader
+  meeting ``Snapshot`` should not have to ask which one;
+* with ``--extender-layout`` (on when ``ENFORCE_EXTENDER_LAYOUT`` is): a module of the sub-package
+  ``extender`` over 450 lines, an extender module sitting directly in ``extender/`` other than its
+  composition root (``service.py``) and ``__init__.py``, or fewer than three sub-packages holding
+  the extender's code.
 
 Importing ``a.b.c`` is an edge to ``a.b.c`` only, not to the packages ``a`` and ``a.b`` that Python also
 initialises: those parent edges are in every package and would make every ``__init__`` re-export a cycle.
@@ -34,6 +40,15 @@ from pathlib import Path
 DEFAULT_PACKAGE_DIR = Path("operator/fabricsched")
 MAX_MODULE_LINES = 500
 MAX_FUNCTION_LINES = 80
+
+EXTENDER = "extender"
+"""The sub-package held to the stricter layout rules (issue 28)."""
+EXTENDER_MAX_MODULE_LINES = 450
+EXTENDER_MIN_SUBPACKAGES = 3
+EXTENDER_ROOT_MODULES = frozenset({"__init__", "service"})
+"""What may sit directly in ``extender/``: the package itself and its composition root."""
+ENFORCE_EXTENDER_LAYOUT = True
+"""The extender rules' default; False until the extender's move into sub-packages lands (then True)."""
 
 # Where an import statement sits; a cycle's report names the kind of each of its imports.
 TOP_LEVEL = "top-level"
@@ -361,14 +376,71 @@ def size_findings(modules: dict[str, Module], max_module: int, max_function: int
     return findings
 
 
+def _top_level_classes(module: Module) -> Iterator[ast.ClassDef]:
+    tree = ast.parse(module.source, filename=str(module.path))
+    yield from (node for node in tree.body if isinstance(node, ast.ClassDef))
+
+
+def duplicate_class_findings(modules: dict[str, Module]) -> list[Finding]:
+    """One finding per public top-level class name defined in more than one place, at its first."""
+    where: dict[str, list[tuple[Module, int]]] = {}
+    for module in sorted(modules.values(), key=lambda m: m.name):
+        for node in _top_level_classes(module):
+            if not node.name.startswith("_"):
+                where.setdefault(node.name, []).append((module, node.lineno))
+    findings: list[Finding] = []
+    for name, places in sorted(where.items()):
+        if len(places) > 1:
+            listed = ", ".join(f"{m.name}:{line}" for m, line in places)
+            first, line = places[0]
+            message = f"{name} is defined in {listed}"
+            findings.append(Finding(first.path, line, "duplicate-class-name", message))
+    return findings
+
+
+def extender_findings(modules: dict[str, Module], package: str) -> list[Finding]:
+    """The extender's layout: its code in sub-packages, only its root beside them, smaller modules."""
+    prefix = f"{package}.{EXTENDER}"
+    ours = {n: m for n, m in modules.items() if n == prefix or n.startswith(f"{prefix}.")}
+    if prefix not in ours:
+        return []
+    findings: list[Finding] = []
+    subpackages: set[str] = set()
+    for name, module in sorted(ours.items()):
+        lines = len(module.source.splitlines())
+        if lines > EXTENDER_MAX_MODULE_LINES:
+            message = f"{name} has {lines} lines (limit {EXTENDER_MAX_MODULE_LINES} in {prefix})"
+            findings.append(Finding(module.path, 1, "module-too-long", message))
+        parts = name[len(prefix) + 1 :].split(".") if name != prefix else []
+        is_init = module.path.name == "__init__.py"
+        if len(parts) == 1 and not is_init and parts[0] not in EXTENDER_ROOT_MODULES:
+            allowed = ", ".join(sorted(EXTENDER_ROOT_MODULES))
+            message = f"{name} sits directly in {EXTENDER}/: only {allowed} may; move it into its layer's"
+            findings.append(Finding(module.path, 1, "extender-layout", message + " sub-package"))
+        if len(parts) >= 2 or (len(parts) == 1 and is_init and module.source.strip()):
+            subpackages.add(parts[0])  # a sub-package with a module, or with code in its __init__
+    if len(subpackages) < EXTENDER_MIN_SUBPACKAGES:
+        found = ", ".join(sorted(subpackages)) or "none"
+        message = (f"{prefix} has its code in {len(subpackages)} sub-package(s) ({found}); "
+                   f"at least {EXTENDER_MIN_SUBPACKAGES} are wanted, one per layer")
+        findings.append(Finding(ours[prefix].path, 1, "extender-layout", message))
+    return findings
+
+
 def check(
-    package_dir: Path, max_module: int = MAX_MODULE_LINES, max_function: int = MAX_FUNCTION_LINES
+    package_dir: Path,
+    max_module: int = MAX_MODULE_LINES,
+    max_function: int = MAX_FUNCTION_LINES,
+    extender_layout: bool = ENFORCE_EXTENDER_LAYOUT,
 ) -> list[Finding]:
-    """All findings for one package directory, cycles first, then sizes, each group by path and line."""
+    """All findings for one package directory: cycles, then sizes, then class names, then (if asked)
+    the extender's layout, each group by path and line."""
     modules = discover(package_dir)
     cycles = cycle_findings(modules, import_edges(modules))
     sizes = size_findings(modules, max_module, max_function)
-    return sorted(cycles, key=_where) + sorted(sizes, key=_where)
+    names = duplicate_class_findings(modules)
+    layout = extender_findings(modules, package_dir.resolve().name) if extender_layout else []
+    return [*sorted(cycles, key=_where), *sorted(sizes, key=_where), *names, *sorted(layout, key=_where)]
 
 
 def _where(finding: Finding) -> tuple[str, int]:
@@ -380,12 +452,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("package_dirs", nargs="*", type=Path, default=[DEFAULT_PACKAGE_DIR])
     parser.add_argument("--max-module-lines", type=int, default=MAX_MODULE_LINES)
     parser.add_argument("--max-function-lines", type=int, default=MAX_FUNCTION_LINES)
+    parser.add_argument(
+        "--extender-layout",
+        action=argparse.BooleanOptionalAction,
+        default=ENFORCE_EXTENDER_LAYOUT,
+        help="check the extender's sub-packages and its 450-line limit",
+    )
     args = parser.parse_args(argv)
     findings: list[Finding] = []
     for package_dir in args.package_dirs:
         if not (package_dir / "__init__.py").is_file():
             parser.error(f"{package_dir} is not a package (no __init__.py)")
-        findings += check(package_dir, args.max_module_lines, args.max_function_lines)
+        findings += check(package_dir, args.max_module_lines, args.max_function_lines, args.extender_layout)
     for finding in findings:
         print(finding.render(relative_to=Path.cwd()))
     if findings:

@@ -80,7 +80,7 @@ def key_of(body: Mapping[str, Any]) -> Key:
     return str(metadata.get("namespace") or ""), str(metadata.get("name") or "")
 
 
-class Credentials(Protocol):
+class ServerAccess(Protocol):
     """Where the API server is and how to log in (``kopf.ConnectionInfo`` has these fields)."""
 
     @property
@@ -105,7 +105,7 @@ class Credentials(Protocol):
 
 @dataclass(frozen=True)
 class Login:
-    """``Credentials`` read from a kubernetes client's configuration (``login_of``)."""
+    """``ServerAccess`` read from a kubernetes client's configuration (``login_of``)."""
 
     server: str
     ca_path: str | None = None
@@ -149,7 +149,7 @@ class Observer(Protocol):
 class Connection:
     """GET requests to the API server with the process's credentials."""
 
-    def __init__(self, login: Callable[[], Credentials]) -> None:
+    def __init__(self, login: Callable[[], ServerAccess]) -> None:
         self._login = login
         self._session: aiohttp.ClientSession | None = None
         self._server = ""

@@ -45,6 +45,8 @@ REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "charts" / "fabricsched"
 RELEASE = "chart-test"
 SERVICE_ACCOUNT = f"{RELEASE}-fabricsched"
+LEASE_NAME = "fabricsched-scheduler"
+"""The scheduler's leader-election Lease (``resourceName`` in kube-scheduler-config.yaml.tmpl)."""
 
 # Value sets rendered, linted and dry-run applied; ids read as sentences.
 VALUE_SETS: dict[str, dict[str, Any]] = {
@@ -346,12 +348,12 @@ def test_scheduler_config_names_the_lease_the_role_grants(helm: Helm) -> None:
     docs = helm.render({}, "fabricsched-system")
     config = yaml.safe_load(one(docs, "ConfigMap")["data"]["kube-scheduler-config.yaml"])
     election = config["leaderElection"]
-    assert election["resourceName"] == schedconfig.LEASE_NAME != "kube-scheduler"
+    assert election["resourceName"] == LEASE_NAME != "kube-scheduler"
     assert election["resourceNamespace"] == "fabricsched-system"
     role = one(docs, "Role", "-leader-election")
     named = [rule for rule in role["rules"] if rule.get("resourceNames")]
     assert named == [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
-                      "resourceNames": [schedconfig.LEASE_NAME, "fabricsched"], "verbs": ["get", "update"]}]
+                      "resourceNames": [LEASE_NAME, "fabricsched"], "verbs": ["get", "update"]}]
     assert [p["schedulerName"] for p in config["profiles"]] == [schedconfig.SCHEDULER_NAME]
 
 
@@ -762,7 +764,7 @@ def test_kube_scheduler_runs_the_rendered_config_as_the_service_account(
         holder = ""
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and process.poll() is None:
-            lease = kubectl.run("get", "lease", schedconfig.LEASE_NAME, "-n", release, "-o",
+            lease = kubectl.run("get", "lease", LEASE_NAME, "-n", release, "-o",
                                 "jsonpath={.spec.holderIdentity}", check=False)
             holder = lease.stdout.strip() if lease.returncode == 0 else ""
             if holder and _healthz(port):
@@ -771,7 +773,7 @@ def test_kube_scheduler_runs_the_rendered_config_as_the_service_account(
         # Let every informer list once more after taking the lease.
         time.sleep(2)
         assert process.poll() is None, f"kube-scheduler exited:\n{log.read_text()[-3000:]}"
-        lease_name = f"{release}/{schedconfig.LEASE_NAME}"
+        lease_name = f"{release}/{LEASE_NAME}"
         assert holder, f"kube-scheduler took no lease {lease_name}:\n{log.read_text()[-3000:]}"
         assert _healthz(port)
     finally:

@@ -168,7 +168,8 @@ def test_a_failing_component_is_named_with_its_log_and_everything_is_stopped(
                                                  "kind: KubeSchedulerConfiguration\nnoSuchField: 1\n")
     directory = tmp_path / "failing"
     with pytest.raises(errors.ComponentFailed) as raised:
-        controlplane.up(directory, extra_schedulers=[broken], options=controlplane.Options(timeout=60))
+        controlplane.up(directory, extra_schedulers=[broken],
+                        options=controlplane.ControlPlaneOptions(timeout=60))
     message = str(raised.value)
     assert message.startswith("kube-scheduler-broken exited")
     assert "noSuchField" in message  # the tail of the scheduler's own log

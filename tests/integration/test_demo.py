@@ -26,7 +26,7 @@ EXAMPLES = REPO / "examples"
 @pytest.fixture(scope="module")
 def tours(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[demo.Tour, demo.Tour]]:
     find_binaries_or_skip("the demo's tests")
-    options = demo.Options(
+    options = demo.DemoOptions(
         dir=tmp_path_factory.mktemp("demo") / "cluster", nodes=EXAMPLES / "demo-nodes.yaml",
         topology=EXAMPLES / "demo-topology.yaml", crds=REPO / "crds", jobs=EXAMPLES / "demo-jobs",
         extender_address="127.0.0.1:0", health_address="127.0.0.1:0", timeout=60.0,

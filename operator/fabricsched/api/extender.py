@@ -162,17 +162,3 @@ class HostPriorityList(RootModel[list[HostPriority]]):
     def to_wire(self) -> list[dict[str, Any]]:
         return [host.to_wire() for host in self.root]
 
-
-class ExtenderBindingArgs(_Request):
-    """The body of a bind call (only when the extender is configured as the binder)."""
-
-    pod_name: str = Field(alias="PodName", min_length=1)
-    pod_namespace: str = Field(alias="PodNamespace", min_length=1)
-    pod_uid: str = Field(alias="PodUID")
-    node: str = Field(alias="Node", min_length=1)
-
-
-class ExtenderBindingResult(_Response):
-    """The answer to a bind call; an empty Error means bound."""
-
-    error: str = Field(default="", alias="Error")

@@ -136,13 +136,6 @@ class FabricPlacementSpec(WireModel):
             raise ValueError(f"every ranks[].rank must be below size ({self.size}); got {too_high}")
         return self
 
-    def node_of(self, rank: int) -> str | None:
-        """The node planned for ``rank``; None when the plan has no such rank."""
-        for assignment in self.ranks:
-            if assignment.rank == rank:
-                return assignment.node
-        return None
-
 
 class PathElement(WireModel):
     """One unhealthy element on the gang's path, as the FabricTopology's status.degraded has it."""

@@ -18,13 +18,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
-
-import yaml
 
 TEMPLATE_NAME = "kube-scheduler-config.yaml.tmpl"
 SCHEDULER_NAME = "fabricsched"
-LEASE_NAME = "fabricsched-scheduler"
 DEFAULT_EXTENDER_URL = "http://127.0.0.1:8888"
 DEFAULT_LEASE_NAMESPACE = "kube-system"
 DEFAULT_GPU_RESOURCE = "nvidia.com/gpu"
@@ -115,14 +111,6 @@ def render(options: SchedulerConfigOptions) -> str:
         "tls_config": options.tls.as_json() if options.tls is not None else "null",
     }
     return string.Template(template_text()).substitute(values)
-
-
-def render_object(options: SchedulerConfigOptions) -> dict[str, Any]:
-    """The rendered configuration parsed back, for checks and tests."""
-    loaded = yaml.safe_load(render(options))
-    if not isinstance(loaded, dict):
-        raise ValueError("the scheduler configuration template does not render to a mapping")
-    return loaded
 
 
 def write(path: Path, options: SchedulerConfigOptions) -> Path:

@@ -51,9 +51,6 @@ NVLINK_CLIQUE_LABEL = "nvidia.com/gpu.clique"
 """GPU feature discovery's NVLink domain of a host (``<cluster UUID>.<clique id>``): hosts with the
 same value share one NVLink fabric (an NVL72 rack). Usable as the lowest tier's nodeLabel."""
 
-TOPOGRAPH_NVLINK_LABEL = "accelerator.topograph.run/domain"
-"""Topograph's name for the same NVLink domain; the lowest tier when Topograph labels the nodes."""
-
 MAX_LINKS = 1024
 """Bound on spec.links: keeps the CEL cost estimate of the link rules within the API server's budget."""
 
@@ -315,7 +312,7 @@ class HealthRecord(WireModel):
     )
 
 
-class Conflict(WireModel):
+class TopologyConflict(WireModel):
     """A node or domain the operator could not fit into the declared fabric."""
 
     kind: Literal["missingTierLabel", "multipleParents", "multipleTopologies"] = Field(
@@ -349,7 +346,7 @@ class FabricTopologyStatus(WireModel):
         json_schema_extra=openapi.extensions(list_type="atomic"),
     )
     degraded_count: int = Field(default=0, ge=0, description="Number of entries in degraded.")
-    conflicts: list[Conflict] = Field(
+    conflicts: list[TopologyConflict] = Field(
         default_factory=list,
         description="Nodes lacking a tier label, domains under two parents, "
         "nodes selected by two topologies.",

@@ -24,7 +24,7 @@ from fabricsched.extender.http import tls as server_tls
 from fabricsched.telemetry import access
 from fabricsched.webhook import options as webhook_options
 
-_DEFAULTS = runtime.Options(kubeconfig=None)
+_DEFAULTS = runtime.OperatorOptions(kubeconfig=None)
 _EXTENDER = service.ServiceOptions()
 _LEASES = run_options.LeaseOptions()
 _DASHBOARD = dashboard_server.DashboardOptions()
@@ -151,12 +151,12 @@ def options_from(args: argparse.Namespace) -> run_options.RunOptions:
     if not args.status_interval > 0:
         raise ValueError("--status-interval must be greater than 0")
     return run_options.RunOptions(
-        operator=runtime.Options(
+        operator=runtime.OperatorOptions(
             kubeconfig=kubeconfig,
             health_address=args.health_address,
             events_namespace=args.events_namespace,
             status_interval_s=args.status_interval,
-            prometheus=_flagged("--prometheus-allow-url", lambda: access.Policy.parse(
+            prometheus=_flagged("--prometheus-allow-url", lambda: access.AccessPolicy.parse(
                 args.prometheus_allow_url, args.prometheus_credentials_dir)),
         ),
         extender=_extender_options(args),

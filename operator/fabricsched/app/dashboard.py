@@ -1,5 +1,5 @@
 """The fabric page's view of one ``fabricsched run`` process: the operator's snapshots and
-health, the extender's book, path index and Pending board, read in memory (``view.Source``).
+health, the extender's book, path index and Pending board, read in memory (``view.PageSource``).
 
 ``version`` is what every page request pays: the state's generation, the path index's version,
 the book's entries (immutable objects: a moved plan is a new object) and the Pending board's
@@ -31,8 +31,8 @@ class ProcessSource:
             tuple(board.waiting_gangs().items()),
         )
 
-    def snapshot(self) -> view.Snapshot:
-        return view.Snapshot(self._fabrics(), self._gangs(), self._pending())
+    def snapshot(self) -> view.PageSnapshot:
+        return view.PageSnapshot(self._fabrics(), self._gangs(), self._pending())
 
     def _fabrics(self) -> list[view.FabricFacts]:
         found = []
@@ -80,7 +80,7 @@ class ProcessSource:
         return found
 
 
-def source(state: cluster_state.ClusterState, extender: service.Service) -> view.Source:
+def source(state: cluster_state.ClusterState, extender: service.Service) -> view.PageSource:
     return ProcessSource(state, extender)
 
 

@@ -33,7 +33,7 @@ class LeaseOptions:
 
 @dataclass(frozen=True)
 class RunOptions:
-    operator: runtime.Options
+    operator: runtime.OperatorOptions
     extender: service.ServiceOptions = field(default_factory=service.ServiceOptions)
     leases: LeaseOptions = field(default_factory=LeaseOptions)
     log_format: str = "text"

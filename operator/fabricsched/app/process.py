@@ -4,7 +4,7 @@ its state, and the views each gives the other.
     operator state ──StateView, Recorder──▶ extender service
     extender book  ──ReservedGpus────────▶ status reporter
     extender       ──Readiness───────────▶ /readyz
-    both, in memory ─view.Source─────────▶ the fabric page (``dashboard``; --dashboard-address)
+    both, in memory ─view.PageSource─────────▶ the fabric page (``dashboard``; --dashboard-address)
 """
 
 from __future__ import annotations

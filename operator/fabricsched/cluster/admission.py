@@ -75,4 +75,4 @@ def unregister(api: rest.Client) -> None:
     path = f"{_CONFIGURATIONS}/{admission.CONFIGURATION_NAME}"
     status, answer = api.request("DELETE", path)
     if status not in (200, 202, 404):
-        raise errors.ApiError("DELETE", path, status, str(answer)[:200])
+        raise errors.api_error("DELETE", path, status, str(answer)[:200])

@@ -10,6 +10,7 @@ from pathlib import Path
 from fabricsched.api import admission as admission_contract
 from fabricsched.api import schedconfig
 from fabricsched.cluster import admission, components, controlplane, demo, errors
+from fabricsched.ports import errors as api_errors
 
 DEFAULT_EXTENDER_URL = schedconfig.DEFAULT_EXTENDER_URL
 fabricsched_scheduler = components.fabricsched_scheduler
@@ -28,7 +29,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     up.add_argument("--dir", type=Path, required=True, help="folder for state, logs, certificates, etcd data")
     up.add_argument("--nodes", type=Path, metavar="FILE",
                     help="Node manifests to create (a List/NodeList or Node documents, as kubectl prints)")
-    up.add_argument("--timeout", type=float, default=controlplane.Options.timeout,
+    up.add_argument("--timeout", type=float, default=controlplane.ControlPlaneOptions.timeout,
                     help="seconds to wait for every component to become healthy (default: %(default)s)")
     up.add_argument("--extender-url", default=DEFAULT_EXTENDER_URL,
                     help="URL prefix of the fabricsched extender the second kube-scheduler "
@@ -38,7 +39,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                          "several; use the gpuResource of every FabricTopology you will create "
                          f"(default: {schedconfig.DEFAULT_GPU_RESOURCE})")
     up.add_argument("--node-lease-seconds", type=_lease_seconds,
-                    default=controlplane.Options.node_lease_seconds,
+                    default=controlplane.ControlPlaneOptions.node_lease_seconds,
                     help="duration of the node Leases kwok renews every quarter of it; 0: no Leases, "
                          "which spares the API server most of its writes at thousands of nodes "
                          "(default: %(default)s)")
@@ -53,7 +54,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
     down = actions.add_parser("down", help="stop the cluster recorded in DIR/state.json")
     down.add_argument("--dir", type=Path, required=True)
-    down.add_argument("--timeout", type=float, default=controlplane.Options.stop_timeout,
+    down.add_argument("--timeout", type=float, default=controlplane.ControlPlaneOptions.stop_timeout,
                       help="seconds between SIGTERM and SIGKILL per component (default: %(default)s)")
     down.set_defaults(handler=_down)
 
@@ -79,15 +80,15 @@ def _up(args: argparse.Namespace) -> int:
         if args.webhook:
             admission.loopback_url(args.webhook_url)
         plane = controlplane.up(args.dir, args.nodes, extra_schedulers=extra,
-                                options=controlplane.Options(timeout=args.timeout,
+                                options=controlplane.ControlPlaneOptions(timeout=args.timeout,
                                                              node_lease_seconds=args.node_lease_seconds))
-    except (errors.ClusterError, ValueError) as e:
+    except (errors.ClusterError, api_errors.ApiError, ValueError) as e:
         return _fail("up", e)
     if args.webhook:
         try:
             with plane.client() as api:
                 webhook = admission.register(plane.dir, api, args.webhook_url)
-        except (errors.ClusterError, OSError, ValueError) as e:
+        except (errors.ClusterError, api_errors.ApiError, OSError, ValueError) as e:
             controlplane.down(plane.dir)
             return _fail("up", e)
         print(f"namespace opt-in webhook registered for {webhook.url}; serve it with: fabricsched run "
@@ -107,8 +108,8 @@ def _down(args: argparse.Namespace) -> int:
         print(f"no cluster recorded in {args.dir} (no state.json): nothing to stop")
         return 0
     try:
-        killed = controlplane.down(args.dir, controlplane.Options(stop_timeout=args.timeout))
-    except (errors.ClusterError, OSError, ValueError) as e:
+        killed = controlplane.down(args.dir, controlplane.ControlPlaneOptions(stop_timeout=args.timeout))
+    except (errors.ClusterError, api_errors.ApiError, OSError, ValueError) as e:
         return _fail("down", e)
     note = f" (needed SIGKILL: {', '.join(killed)})" if killed else ""
     print(f"cluster in {args.dir} stopped{note}")

@@ -31,7 +31,7 @@ KWOK = "kwok"
 
 
 @dataclass(frozen=True)
-class Options:
+class ControlPlaneOptions:
     timeout: float = 90.0
     """Seconds ``up`` waits for every component to become healthy."""
     stop_timeout: float = 10.0
@@ -78,7 +78,7 @@ class ControlPlane:
         self._children.append(child)
         processes.write_state(layout.state, [record if r is old else r for r in records], extra)
 
-    def down(self, options: Options = Options()) -> None:
+    def down(self, options: ControlPlaneOptions = ControlPlaneOptions()) -> None:
         try:
             down(self.dir, options)
         finally:
@@ -209,7 +209,7 @@ def _await_controllers(client: rest.Client, ports: components.Ports,
 
 def up(directory: Path, nodes_file: Path | None = None,
        extra_schedulers: Sequence[components.SchedulerSpec] = (),
-       options: Options = Options()) -> ControlPlane:
+       options: ControlPlaneOptions = ControlPlaneOptions()) -> ControlPlane:
     """Start a fresh cluster in ``directory``; returns once it is healthy and holds the nodes."""
     t0 = time.monotonic()
     manifests = nodes.load(nodes_file) if nodes_file is not None else []
@@ -277,7 +277,7 @@ def up(directory: Path, nodes_file: Path | None = None,
                         timings=timings, node_names=names, _children=children)
 
 
-def down(directory: Path, options: Options = Options()) -> list[str]:
+def down(directory: Path, options: ControlPlaneOptions = ControlPlaneOptions()) -> list[str]:
     """Stop every process recorded in ``directory``; returns components that needed SIGKILL.
 
     Safe to repeat, and safe after a crashed ``up``: the state file lists every process

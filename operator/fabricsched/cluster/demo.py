@@ -42,6 +42,8 @@ from fabricsched.cluster import (
     rest,
     tour,
 )
+from fabricsched.ports import errors as api_errors
+from fabricsched.ports import jobs
 
 OPERATOR = "fabricsched"
 """Component name of ``fabricsched run`` in the state file and its log (``logs/fabricsched.log``)."""
@@ -50,7 +52,7 @@ JOB_NAME_LABEL = tour.JOB_NAME_LABEL
 
 
 @dataclass(frozen=True)
-class Options:
+class DemoOptions:
     """Paths are relative to the working folder (``make demo`` runs from the repository root)."""
 
     dir: Path = Path(".cluster")
@@ -195,9 +197,11 @@ def load_jobs(folder: Path) -> list[dict[str, Any]]:
 
 
 def gang_size(job: Mapping[str, Any]) -> int:
-    """Pods the Job runs at once: min(parallelism, completions), both defaulting to 1."""
+    """Pods the Job runs at once (``ports.jobs.pods_at_once``), parallelism defaulting to 1."""
     spec = job.get("spec", {})
-    return min(int(spec.get("parallelism", 1)), int(spec.get("completions", spec.get("parallelism", 1))))
+    completions = spec.get("completions")
+    parallelism = int(spec.get("parallelism", 1))
+    return jobs.pods_at_once(parallelism, None if completions is None else int(completions))
 
 
 def _pods(api: rest.Client, namespace: str, job: str | None = None) -> list[dict[str, Any]]:
@@ -226,7 +230,7 @@ def _run_job(api: rest.Client, namespace: str, job: Mapping[str, Any], timeout: 
 
     try:
         _wait(f"the {size} pod(s) of Job {namespace}/{name} to be bound", bound, timeout, operator)
-    except errors.ClusterError as e:
+    except (errors.ClusterError, api_errors.ApiError) as e:
         raise errors.ClusterError(f"{e}\nrecent warnings in {namespace}:\n"
                                   f"{_scheduling_trouble(api, namespace)}") from e
 
@@ -249,7 +253,7 @@ def _start_operator(layout: components.Layout, kubeconfig: Path, health: str, ex
     return child, record
 
 
-def _check_inputs(options: Options) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def _check_inputs(options: DemoOptions) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The Jobs and the FabricTopology, read before anything starts."""
     jobs = load_jobs(options.jobs)
     for path in (options.nodes, options.topology, options.crds):
@@ -263,7 +267,7 @@ def _gpu_resources(topology: Mapping[str, Any]) -> list[str]:
     return [str((topology.get("spec") or {}).get("gpuResource") or schedconfig.DEFAULT_GPU_RESOURCE)]
 
 
-def _start_fabricsched(api: rest.Client, plane: controlplane.ControlPlane, options: Options,
+def _start_fabricsched(api: rest.Client, plane: controlplane.ControlPlane, options: DemoOptions,
                        topology: Mapping[str, Any], health: str, extender: str, say: Callable[[str], None],
                        ) -> tuple[subprocess.Popen[bytes], processes.ProcessRecord]:
     """CRDs, the FabricTopology, then ``fabricsched run``; returns once it saw every node."""
@@ -291,7 +295,7 @@ def _topology_path(name: str) -> str:
     return f"/apis/{topology_api.API_VERSION}/{topology_api.PLURAL}/{name}"
 
 
-def _place_jobs(api: rest.Client, options: Options, jobs: Sequence[Mapping[str, Any]], topology_name: str,
+def _place_jobs(api: rest.Client, options: DemoOptions, jobs: Sequence[Mapping[str, Any]], topology_name: str,
                 operator: processes.ProcessRecord, say: Callable[[str], None],
                 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Submit the Jobs one at a time; returns their Bound FabricPlacements and the topology."""
@@ -328,7 +332,7 @@ def _place_jobs(api: rest.Client, options: Options, jobs: Sequence[Mapping[str, 
     return placements, topology
 
 
-def up(options: Options = Options(), say: Callable[[str], None] = print) -> Tour:
+def up(options: DemoOptions = DemoOptions(), say: Callable[[str], None] = print) -> Tour:
     """Start the demo from scratch (stopping a previous one in ``options.dir``) and run the tour."""
     t0 = time.monotonic()
     timings: dict[str, float] = {}
@@ -340,7 +344,7 @@ def up(options: Options = Options(), say: Callable[[str], None] = print) -> Tour
     say(f"==> cluster up in {options.dir} with {options.nodes}")
     scheduler = components.fabricsched_scheduler(f"http://{extender}", gpu_resources=_gpu_resources(topology))
     plane = controlplane.up(options.dir, options.nodes, extra_schedulers=[scheduler],
-                            options=controlplane.Options(timeout=options.timeout))
+                            options=controlplane.ControlPlaneOptions(timeout=options.timeout))
     children = list(plane._children)
     timings["cluster"] = time.monotonic() - t0
     api = plane.client()
@@ -372,7 +376,7 @@ def up(options: Options = Options(), say: Callable[[str], None] = print) -> Tour
     return result
 
 
-def _last_act(api: rest.Client, kubeconfig: Path, options: Options,
+def _last_act(api: rest.Client, kubeconfig: Path, options: DemoOptions,
               placements: Sequence[Mapping[str, Any]], operator: processes.ProcessRecord,
               say: Callable[[str], None]) -> degradation.Degradation | None:
     say("==> Degrading a host under the widest running job, with fabricsched explain before and after")
@@ -432,7 +436,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    defaults = Options()
+    defaults = DemoOptions()
     parser.add_argument("action", nargs="?", choices=("up", "down"), default="up",
                         help="up: (re)start the demo and run the tour; down: stop it (default: up)")
     parser.add_argument("--dir", type=Path, default=defaults.dir,
@@ -456,13 +460,13 @@ def _main(args: argparse.Namespace) -> int:
             note = f" (needed SIGKILL: {', '.join(killed)})" if killed else ""
             print(f"demo in {args.dir} stopped{note}")
             return 0
-        result = up(Options(
+        result = up(DemoOptions(
             dir=args.dir, nodes=args.nodes, topology=args.topology, crds=args.crds, jobs=args.jobs,
             namespace=args.namespace, extender_address=args.extender_address,
             health_address=args.health_address, timeout=args.timeout,
         ))
         _print_tour(result, f"make demo-down  (or: fabricsched demo down --dir {shlex.quote(str(args.dir))})")
-    except (errors.ClusterError, OSError, ValueError) as e:
+    except (errors.ClusterError, api_errors.ApiError, OSError, ValueError) as e:
         print(f"fabricsched demo {args.action}: error: {e}", file=sys.stderr)
         return 1
     return 0

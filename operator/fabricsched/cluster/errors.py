@@ -1,10 +1,13 @@
 """Errors of the local control plane, one type per thing that can go wrong.
 
 Each message says what to do next (build the tools, fix a file, read a log), because
-the reader is a developer at a terminal or a CI log, not a program.
+the reader is a developer at a terminal or a CI log, not a program. An error answer of the API
+server is the seam's ``ports.errors.ApiError`` (``api_error``), as for every other adapter.
 """
 
 from __future__ import annotations
+
+from fabricsched.ports.errors import ApiError, type_of
 
 
 class ClusterError(Exception):
@@ -23,9 +26,6 @@ class ComponentFailed(ClusterError):
     """A control plane process exited or never became healthy; the message ends with its log tail."""
 
 
-class ApiError(ClusterError):
-    """The API server answered a request with an error status."""
-
-    def __init__(self, method: str, path: str, status: int, message: str) -> None:
-        super().__init__(f"{method} {path}: HTTP {status}: {message}")
-        self.status = status
+def api_error(method: str, path: str, status: int, message: str) -> ApiError:
+    """The API server answered ``method path`` with an error status (a 404 is a ``NotFound``...)."""
+    return type_of(status)(f"{method} {path}: HTTP {status}: {message}", status)

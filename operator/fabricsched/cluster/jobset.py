@@ -77,7 +77,7 @@ def _install_crd(api: rest.Client, crd_path: Path, deadline: float) -> None:
     crd = yaml.safe_load(crd_path.read_text(encoding="utf-8"))
     status, body = api.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
     if status not in (201, 409):
-        raise errors.ApiError("POST", f"customresourcedefinitions/{CRD_NAME}", status, str(body)[:300])
+        raise errors.api_error("POST", f"customresourcedefinitions/{CRD_NAME}", status, str(body)[:300])
     while api.request("GET", f"{API}/jobsets")[0] != 200:
         if time.monotonic() > deadline:
             raise errors.ClusterError(f"CRD {CRD_NAME} not served")

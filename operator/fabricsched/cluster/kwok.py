@@ -219,4 +219,4 @@ def delete_now(api: rest.Client, namespace: str, name: str) -> None:
     """Delete a pod with grace period 0 (kwok confirms at once); already gone is fine."""
     status, data = api.request("DELETE", _pod_path(namespace, name), {"gracePeriodSeconds": 0})
     if status >= 400 and status != 404:
-        raise errors.ApiError("DELETE", f"pods/{namespace}/{name}", status, str(data)[:300])
+        raise errors.api_error("DELETE", f"pods/{namespace}/{name}", status, str(data)[:300])

@@ -196,7 +196,7 @@ def delete(client: rest.Client, names: Sequence[str], workers: int = 16) -> None
     def one(name: str) -> None:
         status, data = client.request("DELETE", f"{NODES_PATH}/{name}")
         if status >= 400 and status != 404:
-            raise errors.ApiError("DELETE", f"{NODES_PATH}/{name}", status, str(data))
+            raise errors.api_error("DELETE", f"{NODES_PATH}/{name}", status, str(data))
 
     with futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="delete-node") as pool:
         for job in [pool.submit(one, n) for n in names]:

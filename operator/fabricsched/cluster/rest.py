@@ -20,8 +20,6 @@ from typing import Any
 
 from fabricsched.cluster import errors, kubeconfig
 
-JsonObject = dict[str, Any]
-
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 
@@ -110,11 +108,11 @@ class Client:
 
     def call(self, method: str, path: str, body: object = None,
              content_type: str = "application/json") -> Any:
-        """Like ``request`` but raises ``ApiError`` for a status >= 400."""
+        """Like ``request`` but raises ``ports.errors.ApiError`` for a status >= 400."""
         status, data = self.request(method, path, body, content_type)
         if status >= 400:
             message = data.get("message", data) if isinstance(data, dict) else data
-            raise errors.ApiError(method, path, status, str(message))
+            raise errors.api_error(method, path, status, str(message))
         return data
 
     def close(self) -> None:

@@ -150,7 +150,3 @@ def health_notice(change: health.HealthChange, recover_after_s: float) -> Notice
     return Notice("Warning", "FabricRecoveryCancelled",
                   f"{what} worsened again while recovering; stays {change.new.value}: {reasons}".rstrip(": "))
 
-
-def is_worse(change: health.HealthChange) -> bool:
-    return change.worsened
-

@@ -150,11 +150,7 @@ class StatusReporter:
             del self._touched[gone]
         return writes
 
-    def desired(self, name: ids.TopologyName) -> dict[str, Any] | None:
-        inputs = self._gather(name)
-        return status.build(inputs) if inputs is not None else None
-
-    def _gather(self, name: ids.TopologyName) -> status.Inputs | None:
+    def _gather(self, name: ids.TopologyName) -> status.StatusInputs | None:
         obj = self._state.objects.get(name)
         if obj is None:
             return None
@@ -237,7 +233,7 @@ class StatusReporter:
         return True
 
 
-def _build_and_compare(inputs: status.Inputs, stored: Mapping[str, Any]) -> tuple[dict[str, Any], bool]:
+def _build_and_compare(inputs: status.StatusInputs, stored: Mapping[str, Any]) -> tuple[dict[str, Any], bool]:
     wanted = status.build(inputs)
     return wanted, _same(wanted, stored)
 

@@ -71,7 +71,7 @@ class Companions:
     None: a single replica, always."""
 
 
-def build(options: runtime.Options, api: client.ApiClient,
+def build(options: runtime.OperatorOptions, api: client.ApiClient,
           clock: Callable[[], float] = time.time) -> runtime.Runtime:
     """The shared parts, wired: state, metrics, Event recorder."""
     registry = metrics.Metrics()

@@ -19,7 +19,7 @@ from fabricsched.telemetry import access
 
 
 @dataclass(frozen=True)
-class Options:
+class OperatorOptions:
     """The operator's part of ``fabricsched run``'s flags, validated by the command."""
 
     kubeconfig: Path | None
@@ -30,9 +30,7 @@ class Options:
     """Where Events about cluster-scoped objects (FabricTopology) are written."""
     status_interval_s: float = 1.0
     """At most one status PATCH per FabricTopology per this many seconds."""
-    tick_interval_s: float = 1.0
-    """How often due health recoveries are applied (the hysteresis clock)."""
-    prometheus: access.Policy = field(default_factory=access.Policy)
+    prometheus: access.AccessPolicy = field(default_factory=access.AccessPolicy)
     """Prometheus URLs topologies may name, and where their credential files may lie."""
 
 
@@ -40,7 +38,7 @@ class Options:
 class Runtime:
     """The operator's shared parts. Built once by ``running.build``; tests build their own."""
 
-    options: Options
+    options: OperatorOptions
     state: state.ClusterState
     api: client.ApiClient
     """A ``kubernetes.client.ApiClient`` bound to ``options.kubeconfig`` (sync; call it via

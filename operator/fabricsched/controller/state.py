@@ -167,14 +167,8 @@ class ClusterState:
         """Every FabricTopology seen, including those whose spec was refused (no fabric)."""
         return self._objects
 
-    def topology_of(self, node: ids.NodeName) -> ids.TopologyName | None:
-        """The FabricTopology whose fabric holds ``node`` (None: no GPUs, not selected, or
-        selected by several topologies, which is a conflict)."""
-        claimants = self._claims.get(node, ())
-        return ids.TopologyName(claimants[0]) if len(claimants) == 1 else None
-
     def topology_holding_most(self, nodes: Collection[ids.NodeName]) -> ids.TopologyName | None:
-        """The topology that holds (``topology_of``) most of ``nodes``, the first by name on a
+        """The topology whose fabric holds most of ``nodes``, the first by name on a
         tie; None when none holds any. The extender asks this for all the nodes the scheduler
         passes (10k), so it costs a set intersection per topology, not a lookup per node, and
         with a single topology only the search for one node it holds."""
@@ -192,11 +186,6 @@ class ClusterState:
         """Units of ``resource`` held by active pods on ``node``."""
         return self._used.get(node, {}).get(resource, 0)
 
-    def free_gpus(self, node: ids.NodeName, resource: str) -> int:
-        info = self._nodes.get(node)
-        if info is None:
-            return 0
-        return max(0, info.gpus(resource) - self.used(node, resource))
 
     def snapshot(self, name: ids.TopologyName) -> snapshots.TopologySnapshot | None:
         """The topology at the current generation (None: unknown or invalid topology)."""

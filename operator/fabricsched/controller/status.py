@@ -24,7 +24,7 @@ from fabricsched.topology import status as core_status
 
 
 @dataclass(frozen=True)
-class Inputs:
+class StatusInputs:
     """Everything one status needs, taken on the event loop (cheap: no pass over the hosts), so
     ``build`` can run in a worker thread while the loop answers the scheduler."""
 
@@ -46,18 +46,18 @@ class Inputs:
 def gather(obj: state.TopologyObject, tf: fabrics.TopologyFabric | None,
            snap: snapshots.TopologySnapshot | None, now: float,
            reserved: Mapping[ids.NodeName, int] | None = None,
-           affected: views.GangsOnPath | None = None) -> Inputs:
+           affected: views.GangsOnPath | None = None) -> StatusInputs:
     """Call on the loop thread; O(unhealthy elements + reserved nodes)."""
     if tf is None or snap is None:
-        return Inputs(obj, None, {}, {}, {}, (), None, None, now)
+        return StatusInputs(obj, None, {}, {}, {}, (), None, None, now)
     view = dict(tf.health())
     gangs = {e: affected.affected(obj.name, e) for e in view} if affected is not None else None
     contested = tuple(c for c in snap.conflicts if c.kind == "multipleTopologies")
-    return Inputs(obj, tf.build(), view, snap.free_gpus, dict(reserved or {}), contested, tf.telemetry,
-                  gangs, now)
+    return StatusInputs(obj, tf.build(), view, snap.free_gpus, dict(reserved or {}), contested, tf.telemetry,
+                        gangs, now)
 
 
-def build(inputs: Inputs, options: core_status.StatusOptions | None = None) -> dict[str, Any]:
+def build(inputs: StatusInputs, options: core_status.StatusOptions | None = None) -> dict[str, Any]:
     """The full status to store (camelCase wire form). Pure: safe in a worker thread."""
     obj, now = inputs.obj, inputs.now
     previous = _previous_conditions(obj.status)
@@ -75,15 +75,6 @@ def build(inputs: Inputs, options: core_status.StatusOptions | None = None) -> d
         telemetry = telemetry_feed.condition(inputs.telemetry, previous, now, obj.generation)
         result = result.model_copy(update={"conditions": [*result.conditions, telemetry]})
     return result.to_wire()
-
-
-def compute(obj: state.TopologyObject, tf: fabrics.TopologyFabric | None,
-            snap: snapshots.TopologySnapshot | None, now: float,
-            reserved: Mapping[ids.NodeName, int] | None = None,
-            options: core_status.StatusOptions | None = None,
-            affected: views.GangsOnPath | None = None) -> dict[str, Any]:
-    """The full status to store for ``obj`` (camelCase wire form), in one go on the caller's thread."""
-    return build(gather(obj, tf, snap, now, reserved, affected), options)
 
 
 AFFECTED_NAMES_BUDGET = 256 * 1024

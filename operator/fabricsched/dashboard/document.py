@@ -1,5 +1,5 @@
 """The page's JSON document: one fabric drawn top tier down to hosts, the gangs on it and the
-gangs waiting, built from a ``view.Snapshot``.
+gangs waiting, built from a ``view.PageSnapshot``.
 
 Elements are named for the page as ``node:NAME`` (a host's fabric access links) and
 ``domain:TIER/NAME`` (that switch group's uplinks), the units the path index and the health
@@ -50,7 +50,8 @@ def element_id(key: path.ElementKey) -> str:
 EVERYTHING = Selection()
 
 
-def build(snap: view.Snapshot, selection: Selection = EVERYTHING, rows: Rows | None = None) -> dict[str, Any]:
+def build(snap: view.PageSnapshot, selection: Selection = EVERYTHING,
+          rows: Rows | None = None) -> dict[str, Any]:
     """The document for ``selection``; a selection naming nothing gives an empty view and a
     message. ``rows`` keeps host and gang rows between builds (``fragments``, ``dumps``)."""
     names = sorted((str(f.name) for f in snap.fabrics), key=index.natural_key)

@@ -18,7 +18,7 @@ from typing import Any
 
 from fabricsched import ids
 from fabricsched.dashboard import view
-from fabricsched.topology import fabric, index
+from fabricsched.topology import fabric, gpus, index
 
 Row = dict[str, Any]
 _HEALTHY = fabric.HealthState.HEALTHY
@@ -61,19 +61,19 @@ def leaf_order(fab: fabric.Fabric) -> list[tuple[str, tuple[ids.NodeName, ...]]]
 
 
 def host_row(facts: view.FabricFacts, host: fabric.Host, records: list[Row] | None) -> Row:
-    gpus = host.gpus
-    free = facts.free_gpus.get(host.name, gpus)
-    free = 0 if free < 0 else gpus if free > gpus else free
+    total = host.gpus
+    free = facts.free_gpus.get(host.name, total)
+    free = 0 if free < 0 else total if free > total else free
     reserved = facts.reserved_gpus.get(host.name, 0)
-    reserved = free if reserved > free else 0 if reserved < 0 else reserved
+    reserved = free if reserved > free else 0 if reserved < 0 else reserved  # what the row can show
     healthy = not records and host.health >= 1 and host.state is _HEALTHY
     return {  # the page adds "id" (node:NAME) and the leaf's id: 10,000 rows, each byte counts
         "name": str(host.name),
         "leaf": str(host.path[0]),
-        "gpus": gpus,
-        "used": gpus - free,
+        "gpus": total,
+        "used": total - free,
         "reserved": reserved,
-        "free": free - reserved,
+        "free": gpus.unreserved(free, reserved),
         "health": None if healthy else health_of(host.state, host.health, records or ()),
     }
 
@@ -95,8 +95,8 @@ def make_leaf(
 ) -> Leaf:
     hosts = facts.fabric.hosts
     rows = [host_row(facts, hosts[n], by_node.get(n)) for n in names]
-    gpus, used, reserved, free = (sum(r[k] for r in rows) for k in ("gpus", "used", "reserved", "free"))
-    return Leaf(names, rows, ",".join(compact(r) for r in rows), (len(rows), gpus, used, reserved, free))
+    total, used, reserved, free = (sum(r[k] for r in rows) for k in ("gpus", "used", "reserved", "free"))
+    return Leaf(names, rows, ",".join(compact(r) for r in rows), (len(rows), total, used, reserved, free))
 
 
 def _moved(kept: Mapping[Any, Any], now: Mapping[Any, Any], into: set[Any]) -> dict[Any, Any]:

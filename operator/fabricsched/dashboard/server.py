@@ -5,7 +5,7 @@
   again every second with ``If-None-Match`` and gets a 304 while nothing moved.
 - anything else: 404.
 
-Cheap for the process: a request compares the source's version (``view.Source.version``) with
+Cheap for the process: a request compares the source's version (``view.PageSource.version``) with
 the last one seen; only when it moved are the facts read again, and each selection's JSON is
 serialised once per version (a small cache, cleared when the version moves). Nothing here
 calls the API server.
@@ -65,7 +65,7 @@ def split_address(address: str) -> tuple[str, int]:
 class Documents:
     """The serialised document per selection at the source's current version."""
 
-    def __init__(self, source: view.Source, min_rebuild_s: float = MIN_REBUILD_S,
+    def __init__(self, source: view.PageSource, min_rebuild_s: float = MIN_REBUILD_S,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.source = source
         self.min_rebuild_s = min_rebuild_s
@@ -74,7 +74,7 @@ class Documents:
         self.clock = clock
         self._version: Hashable = object()
         self._generation = 0
-        self._snapshot: view.Snapshot | None = None
+        self._snapshot: view.PageSnapshot | None = None
         self._bodies: dict[document.Selection, tuple[str, bytes]] = {}
         self._rows = document.Rows()
         self._built_at = -math.inf
@@ -103,7 +103,7 @@ class Documents:
         return found
 
 
-def make_app(source: view.Source, min_rebuild_s: float = MIN_REBUILD_S) -> web.Application:
+def make_app(source: view.PageSource, min_rebuild_s: float = MIN_REBUILD_S) -> web.Application:
     documents = Documents(source, min_rebuild_s)
     page = assets.read("index.html").encode()
     statics = {name: assets.read(name).encode() for name in STATIC}
@@ -134,7 +134,7 @@ def make_app(source: view.Source, min_rebuild_s: float = MIN_REBUILD_S) -> web.A
     return app
 
 
-async def serve(source: view.Source, options: DashboardOptions) -> None:
+async def serve(source: view.PageSource, options: DashboardOptions) -> None:
     """Serve the page on ``options.address`` until cancelled."""
     host, port = split_address(options.address)
     runner = web.AppRunner(make_app(source), access_log=None)

@@ -22,7 +22,7 @@ def embed(doc: Any) -> str:
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
-def render(snap: view.Snapshot, selection: document.Selection = document.EVERYTHING) -> str:
+def render(snap: view.PageSnapshot, selection: document.Selection = document.EVERYTHING) -> str:
     page = assets.read("index.html")
     style, script = assets.read("style.css"), assets.read("app.js")
     if _STYLE_LINK not in page or _SCRIPT_TAG not in page:

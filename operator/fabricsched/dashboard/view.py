@@ -1,4 +1,4 @@
-"""What the fabric page reads: plain frozen facts, and the ``Source`` that hands them out.
+"""What the fabric page reads: plain frozen facts, and the ``PageSource`` that hands them out.
 
 A source answers from memory and never blocks: ``version`` is compared with ``==`` on every
 request, so it must be cheap (counters and the identities of immutable objects), and the
@@ -63,7 +63,7 @@ class PendingFacts:
 
 
 @dataclass(frozen=True)
-class Snapshot:
+class PageSnapshot:
     """Everything the page shows, at one version."""
 
     fabrics: Sequence[FabricFacts]
@@ -73,13 +73,13 @@ class Snapshot:
     """Extra sections of a static report (the simulator's per-job table and plots)."""
 
 
-class Source(Protocol):
+class PageSource(Protocol):
     """The process's state as the page reads it."""
 
     def version(self) -> Hashable:
         """Equal while nothing the page shows has changed (cheap: called per request)."""
         ...
 
-    def snapshot(self) -> Snapshot:
+    def snapshot(self) -> PageSnapshot:
         """The facts at the current version."""
         ...

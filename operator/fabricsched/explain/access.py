@@ -30,19 +30,19 @@ DEFAULT_NAMESPACE = "default"
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 
-class AccessError(Exception):
+class ApiAccessError(Exception):
     """The API server could not be asked, or did not answer usefully (exit code 3)."""
 
 
-class BadConfig(AccessError):
+class BadConfig(ApiAccessError):
     """No usable kubeconfig or service account."""
 
 
-class Unreachable(AccessError):
+class Unreachable(ApiAccessError):
     """No answer, or an answer that is not the API server's JSON."""
 
 
-class Refused(AccessError):
+class Refused(ApiAccessError):
     """401 or 403: these credentials may not read this."""
 
 

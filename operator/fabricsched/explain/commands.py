@@ -10,6 +10,7 @@ import argparse
 import sys
 
 from fabricsched.explain import access, bounds, reader, render, report
+from fabricsched.ports import errors
 
 FOUND, NOT_FOUND, USAGE, NO_API = 0, 1, 2, 3
 
@@ -60,10 +61,10 @@ def run(args: argparse.Namespace) -> int:
             objects = reader.fetch(api, namespace or api.namespace, name)
         finally:
             api.close()
-    except reader.NotFound as e:
+    except errors.NotFound as e:  # neither a FabricPlacement nor a known workload of that name
         print(f"error: {bounds.clean(e)}", file=sys.stderr)
         return NOT_FOUND
-    except access.AccessError as e:
+    except access.ApiAccessError as e:
         print(f"error: {bounds.clean(e, 400)}", file=sys.stderr)
         return NO_API
     except Exception as e:  # whatever else the transport raises: still one line

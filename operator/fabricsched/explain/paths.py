@@ -22,14 +22,14 @@ MAX_SOURCES = 8
 
 
 @dataclass(frozen=True)
-class Source:
+class Evidence:
     source: str
     """spec.links, condition, label, prometheus, dra, ..."""
     reason: str
 
 
 @dataclass(frozen=True)
-class PathElement:
+class UnhealthyElement:
     """One element on the gang's path that is not healthy."""
 
     kind: str
@@ -41,12 +41,12 @@ class PathElement:
     capacity: float | None
     since: str | None
     recovering_since: str | None
-    sources: tuple[Source, ...]
+    sources: tuple[Evidence, ...]
     why: str
     """Why the element is on this gang's path, e.g. 'uplinks of leaf l03: 4 of 6 hosts inside'."""
 
 
-def element_of(record: Mapping[str, Any], why: str) -> PathElement:
+def element_of(record: Mapping[str, Any], why: str) -> UnhealthyElement:
     """A health record (``status.degraded[]`` or a status path entry) as a path element."""
     kind = bounds.text(record, "kind", 16) or ("node" if bounds.text(record, "node") else "domain")
     if kind == "node":
@@ -54,13 +54,13 @@ def element_of(record: Mapping[str, Any], why: str) -> PathElement:
     else:
         name = f"{bounds.text(record, 'tier', 63)}/{bounds.text(record, 'domain', 63)}"
     sources = [
-        Source(bounds.text(s, "source", 32), bounds.text(s, "reason"))
+        Evidence(bounds.text(s, "source", 32), bounds.text(s, "reason"))
         for s in bounds.items(record, "sources", MAX_SOURCES)
         if isinstance(s, Mapping)
     ]
     if not sources and bounds.text(record, "source", 32):
-        sources = [Source(bounds.text(record, "source", 32), bounds.text(record, "reason"))]
-    return PathElement(
+        sources = [Evidence(bounds.text(record, "source", 32), bounds.text(record, "reason"))]
+    return UnhealthyElement(
         kind=kind,
         name=name,
         rail=bounds.integer(record, "rail"),
@@ -77,12 +77,12 @@ def on_path(
     records: Sequence[object],
     hosts: Sequence[str],
     domain_of: Mapping[str, Mapping[str, str]],
-) -> tuple[list[PathElement], int]:
+) -> tuple[list[UnhealthyElement], int]:
     """The degraded records that lie on the path of a gang on ``hosts`` (first ``MAX_ELEMENTS``,
     and how many there are). ``domain_of[host][tier]`` is the host's domain at each tier, from
     its node labels; hosts whose domain at a tier is unknown are left out of that tier's count."""
     unique_hosts = list(dict.fromkeys(hosts))
-    found: list[PathElement] = []
+    found: list[UnhealthyElement] = []
     total = 0
     for record in records:
         if not isinstance(record, Mapping):

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from fabricsched.explain import access, report, workloads
+from fabricsched.ports import errors
 
 GROUP_PATH = "/apis/fabricsched.io/v1alpha1"
 MAX_PLACEMENTS = 500
@@ -20,10 +21,6 @@ NODE_GETS = 32
 """Up to this many distinct hosts are read one by one; more, with one LIST of the Nodes."""
 POD_EVENT_QUERIES = 16
 EVENT_LIMIT = 200
-
-
-class NotFound(Exception):
-    """Neither a FabricPlacement nor a known workload of that name (exit code 1)."""
 
 
 def fetch(api: access.Api, namespace: str, name: str) -> report.Objects:
@@ -54,8 +51,8 @@ def fetch(api: access.Api, namespace: str, name: str) -> report.Objects:
         ]
         if workload is None and not placements:
             known = ", ".join(k.kind for k in workloads.KINDS)
-            raise NotFound(
-                f"no FabricPlacement or workload ({known}) named {name} in namespace {namespace}"
+            raise errors.NotFound(
+                f"no FabricPlacement or workload ({known}) named {name} in namespace {namespace}", 404
             )
     topologies = {
         str(t): _optional(api, f"{GROUP_PATH}/fabrictopologies/{t}", notes, f"FabricTopology {t}")

@@ -93,7 +93,7 @@ def _gang_wire(gang: report.Gang) -> dict[str, Any]:
     }
 
 
-def _element_wire(element: paths.PathElement) -> dict[str, Any]:
+def _element_wire(element: paths.UnhealthyElement) -> dict[str, Any]:
     return {
         "kind": element.kind,
         "name": element.name,

@@ -34,7 +34,7 @@ class Workload:
 
 
 @dataclass(frozen=True)
-class Condition:
+class ObservedCondition:
     type: str
     status: str
     reason: str
@@ -66,7 +66,7 @@ class Gang:
     why: str
     """One line: why the gang is where it is, or why it waits."""
     reasons: tuple[str, ...]
-    conditions: tuple[Condition, ...]
+    conditions: tuple[ObservedCondition, ...]
     expires_at: str | None
     bound_ranks: int
     degraded_path: bool | None
@@ -77,7 +77,7 @@ class Gang:
     """Tier names, lowest first (from the FabricTopology; else the plan's domains)."""
     domains: Mapping[str, tuple[str, ...]]
     ranks: tuple[Rank, ...]
-    unhealthy: tuple[paths.PathElement, ...]
+    unhealthy: tuple[paths.UnhealthyElement, ...]
     unhealthy_count: int
     path_source: str
     """status (the operator reports the path), topology (derived here), or unknown."""
@@ -225,7 +225,7 @@ def _ranks(
 
 def _unhealthy(
     status: Mapping[str, Any], topology: Mapping[str, Any] | None, ranks: Sequence[Rank]
-) -> tuple[list[paths.PathElement], int, str]:
+) -> tuple[list[paths.UnhealthyElement], int, str]:
     for key in PATH_STATUS_FIELDS:
         if isinstance(status.get(key), list):
             records = status[key]
@@ -243,8 +243,8 @@ def _unhealthy(
     return found, total, "topology"
 
 
-def _condition(obj: object) -> Condition:
-    return Condition(
+def _condition(obj: object) -> ObservedCondition:
+    return ObservedCondition(
         type=bounds.text(obj, "type", 63),
         status=bounds.text(obj, "status", 16),
         reason=bounds.text(obj, "reason", 128),
@@ -253,7 +253,7 @@ def _condition(obj: object) -> Condition:
     )
 
 
-def _why(phase: str, conditions: Sequence[Condition], reasons: Sequence[str]) -> str:
+def _why(phase: str, conditions: Sequence[ObservedCondition], reasons: Sequence[str]) -> str:
     if phase == "Pending":
         waiting = [c for c in conditions if c.status == "False" and c.type in WAITING_CONDITIONS]
         waiting.sort(key=lambda c: WAITING_CONDITIONS.index(c.type))

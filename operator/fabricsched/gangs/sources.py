@@ -53,6 +53,8 @@ LWS_GROUP_INDEX = "leaderworkerset.sigs.k8s.io/group-index"
 LWS_GROUP_KEY = "leaderworkerset.sigs.k8s.io/group-key"
 LWS_WORKER_INDEX = "leaderworkerset.sigs.k8s.io/worker-index"
 LWS_SIZE = "leaderworkerset.sigs.k8s.io/size"
+MAX_SHOWN = 63
+"""Characters of a name from a pod shown in a reason (an object name or label value is at most 63)."""
 
 
 class SourceKind(enum.StrEnum):
@@ -195,7 +197,7 @@ def _explicit_or_job(source: SourceKind) -> Callable[[nodes.PodUsage, owners.Own
             shown = f"Job {pod.namespace}/{job_name}"
             return Unsized(source, f"{shown} is not known yet", shown)
         else:
-            size = min(job.gang_size, identity.MAX_GANG_SIZE)
+            size = min(job.pods, identity.MAX_GANG_SIZE)
         rank = identity.rank_of(pod)
         if rank is not None and rank >= size:
             return Unsized(source, f"rank {rank} is outside a gang of {size}")
@@ -267,8 +269,9 @@ def _resolve_training_job(pod: nodes.PodUsage, lookup: owners.OwnerLookup, _gpu_
     owner = pod.owner
     if owner is None or owner[0] not in kinds.TRAINING_KINDS:
         # The job the label names, so a user can find it (it may be gone, or never have existed).
-        shown = f"{parsing.excerpt(pod.namespace)}/{parsing.excerpt(name)}"
-        reason = (f"pod carries {KUBEFLOW_JOB_NAME}={parsing.excerpt(name)} but no PyTorchJob or MPIJob "
+        # A label value is at most 63 characters (the API server's rule); cut anyway.
+        shown = f"{pod.namespace[:MAX_SHOWN]}/{name[:MAX_SHOWN]}"
+        reason = (f"pod carries {KUBEFLOW_JOB_NAME}={name[:MAX_SHOWN]} but no PyTorchJob or MPIJob "
                   f"owner reference: is training job {shown} gone?")
         return Unsized(SourceKind.TRAINING_JOB, reason, f"PyTorchJob or MPIJob {shown}")
     kind, owner_name, uid = owner

@@ -82,9 +82,5 @@ class PathIndex:
     def gangs_on(self, topology: ids.TopologyName, element: ElementKey) -> frozenset[ids.GangKey]:
         return frozenset(self._gangs.get((topology, element), ()))
 
-    def path_of(self, gang: ids.GangKey) -> frozenset[ElementKey]:
-        found = self._paths.get(gang)
-        return found[1] if found is not None else frozenset()
-
     def __len__(self) -> int:
         return len(self._paths)

@@ -51,12 +51,17 @@ MAX_DETAIL = 512
 """Bound on the server's text kept in a message (a rejection can echo a whole object)."""
 
 
+def type_of(status: int) -> type[ApiError]:
+    """The error type for an HTTP status; every status without a type of its own is ``Unavailable``."""
+    return _BY_STATUS.get(status, Unavailable)
+
+
 def of_status(status: int | None, reason: str | None, detail: object = "") -> ApiError:
-    """The error for an HTTP answer; every status without a type of its own is ``Unavailable``."""
+    """The error for an HTTP answer."""
     code = int(status or 0)
     text = f"{code} {reason or ''}".strip()
     body = str(detail or "")[:MAX_DETAIL]
-    return _BY_STATUS.get(code, Unavailable)(f"{text}: {body}" if body else text, code)
+    return type_of(code)(f"{text}: {body}" if body else text, code)
 
 
 def call(method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:

@@ -2,7 +2,8 @@
 
 One type for a Job seen by the watch (the cluster state) and one read on demand (the
 extender's lookup of a Job whose watch event trails its pods): both parse the same JSON, so
-"finished" and the gang size are decided in one place.
+"finished" and the gang size are decided in one place: ``pods_at_once`` is the one rule for a
+Job's gang size (``JobInfo.pods``, and a JobSet's Job templates).
 """
 
 from __future__ import annotations
@@ -24,16 +25,13 @@ class JobInfo:
     uid: str
     parallelism: int
     completions: int | None
-    completion_mode: str
-    """``NonIndexed`` or ``Indexed`` (ranks come from the completion index)."""
     finished: bool
     """A ``Complete`` or ``Failed`` condition is True: its plan can be released."""
     deleted: bool = False
     """``metadata.deletionTimestamp`` is set, or the delete event arrived."""
-
     @property
-    def gang_size(self) -> int:
-        """The pods it runs at once (``pods_at_once``): its gang's size."""
+    def pods(self) -> int:
+        """The Job's gang size: how many of its pods run at once (``pods_at_once``)."""
         return pods_at_once(self.parallelism, self.completions)
 
     @classmethod
@@ -51,15 +49,14 @@ class JobInfo:
             uid=str(metadata.get("uid") or ""),
             parallelism=int(parallelism) if parallelism is not None else 1,
             completions=int(completions) if completions is not None else None,
-            completion_mode=str(spec.get("completionMode") or "NonIndexed"),
             finished=is_finished(status.get("conditions") or ()),
             deleted=bool(metadata.get("deletionTimestamp")),
         )
 
 
 def pods_at_once(parallelism: int, completions: int | None) -> int:
-    """The one rule for a Job's (or a Job template's) gang size: min(parallelism, completions),
-    parallelism alone for a work-queue Job (no completions)."""
+    """A Job's gang size: min(parallelism, completions); parallelism alone for a work-queue Job
+    (no ``completions``). An unset ``parallelism`` is Kubernetes' default, 1, for the caller to pass."""
     return parallelism if completions is None else min(parallelism, completions)
 
 

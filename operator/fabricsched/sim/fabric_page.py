@@ -50,7 +50,7 @@ def health_at(scn: scenario.Scenario, at: float) -> Mapping[health.ElementId, he
 
 
 def snapshot(scn: scenario.Scenario, run: results.Run, name: str,
-             extra: Mapping[str, object]) -> view.Snapshot:
+             extra: Mapping[str, object]) -> view.PageSnapshot:
     at = moment(run)
     effective = health_at(scn, at)
     built = scn.new_index()
@@ -82,7 +82,7 @@ def snapshot(scn: scenario.Scenario, run: results.Run, name: str,
             ))
     free = {n: max(0, h.gpus - held[n]) for n, h in fab.hosts.items()}
     facts = view.FabricFacts(topology, fab, free, {}, effective)
-    return view.Snapshot([facts], gangs, pending, extra)
+    return view.PageSnapshot([facts], gangs, pending, extra)
 
 
 def _row(o: results.Outcome) -> list[str | None]:

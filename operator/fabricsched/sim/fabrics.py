@@ -32,7 +32,7 @@ class TierShape:
 
 
 @dataclass(frozen=True)
-class Layout:
+class FabricLayout:
     tiers: tuple[TierShape, ...]
     """Top tier first (the order people draw fabrics), unlike ``spec.tiers`` (lowest first)."""
     hosts_per_leaf: int
@@ -41,29 +41,29 @@ class Layout:
     recover_after_seconds: int = 300
 
 
-PRESETS: dict[str, Layout] = {
+PRESETS: dict[str, FabricLayout] = {
     # Classic 2-tier leaf-spine: 16 leaves of 16 hosts, 2:1 oversubscribed leaf uplinks, one spine layer.
-    "leaf-spine": Layout((TierShape("spine", 1), TierShape("leaf", 16, 2.0)), hosts_per_leaf=16),
+    "leaf-spine": FabricLayout((TierShape("spine", 1), TierShape("leaf", 16, 2.0)), hosts_per_leaf=16),
     # 3-tier: 8 spine blocks of 4 leaves of 8 hosts; leaves and spine blocks both 2:1 to the tier above.
-    "three-tier": Layout(
+    "three-tier": FabricLayout(
         (TierShape("core", 1), TierShape("spine", 8, 2.0), TierShape("leaf", 4, 2.0)), hosts_per_leaf=8),
     # GB200 NVL72: 16 racks of 18 hosts x 4 GPUs, each rack one NVLink domain (nvidia.com/gpu.clique,
     # the lowest tier), 4 racks per 2:1 leaf, one spine layer.
-    "nvl72": Layout(
+    "nvl72": FabricLayout(
         (TierShape("spine", 1), TierShape("leaf", 4, 2.0),
          TierShape("nvlink", 4, prefix="nvl", label=api.NVLINK_CLIQUE_LABEL)),
         hosts_per_leaf=18, gpus_per_host=4),
 }
 
 
-def _tier_label(layout: Layout, level: int) -> str:
+def _tier_label(layout: FabricLayout, level: int) -> str:
     """Node label of the tier at ``level`` (top tier first): its own, or Topograph's switch tier
     number counted over the tiers below it that have none (an NVLink tier is no switch tier)."""
     below = sum(1 for shape in layout.tiers[level + 1:] if not shape.label)
     return layout.tiers[level].label or TIER_LABEL.format(below)
 
 
-def parse_layout(text: str, hosts_per_leaf: int, gpus_per_host: int = 8) -> Layout:
+def parse_layout(text: str, hosts_per_leaf: int, gpus_per_host: int = 8) -> FabricLayout:
     """``"spine:1,leaf:63:2.0"`` (top tier first, NAME:COUNT[:OVERSUBSCRIPTION])."""
     tiers: list[TierShape] = []
     for part in (p.strip() for p in text.split(",") if p.strip()):
@@ -76,7 +76,7 @@ def parse_layout(text: str, hosts_per_leaf: int, gpus_per_host: int = 8) -> Layo
             raise ValueError(f"bad tier {part!r}; expected NAME:COUNT[:OVERSUBSCRIPTION]") from None
     if not tiers or any(t.count < 1 or t.oversubscription <= 0 for t in tiers):
         raise ValueError(f"bad layout {text!r}: at least one tier, counts >= 1")
-    return Layout(tuple(tiers), hosts_per_leaf, gpus_per_host)
+    return FabricLayout(tuple(tiers), hosts_per_leaf, gpus_per_host)
 
 
 def _node(name: str, labels: dict[str, str], gpus: int) -> dict[str, Any]:
@@ -101,7 +101,7 @@ def _node(name: str, labels: dict[str, str], gpus: int) -> dict[str, Any]:
     }
 
 
-def node_list(layout: Layout) -> dict[str, Any]:
+def node_list(layout: FabricLayout) -> dict[str, Any]:
     """A v1 List of Nodes, laid out depth-first so host numbers follow the fabric."""
     depth = len(layout.tiers)
     items: list[dict[str, Any]] = []
@@ -126,7 +126,7 @@ def node_list(layout: Layout) -> dict[str, Any]:
     return {"apiVersion": "v1", "items": items, "kind": "List", "metadata": {"resourceVersion": ""}}
 
 
-def topology(layout: Layout, name: str) -> dict[str, Any]:
+def topology(layout: FabricLayout, name: str) -> dict[str, Any]:
     """The FabricTopology manifest matching ``node_list(layout)``."""
     tiers = [
         {"name": shape.name, "nodeLabel": _tier_label(layout, i),

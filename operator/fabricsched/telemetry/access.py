@@ -2,7 +2,7 @@
 
 Two halves, kept apart on purpose:
 
-- ``Policy`` is the operator's (``fabricsched run`` flags, set by whoever installs it): the URL
+- ``AccessPolicy`` is the operator's (``fabricsched run`` flags, set by whoever installs it): the URL
   prefixes a topology may name (anything else is never requested: a topology writer must not
   make the operator probe the cluster network) and the directories credential files may lie in
   (so a topology cannot send, say, the pod's service-account token to a Prometheus).
@@ -99,14 +99,14 @@ class _Origin:
 
 
 @dataclass(frozen=True)
-class Policy:
+class AccessPolicy:
     """What ``fabricsched run`` allows topologies to use. The default allows no URL at all."""
 
     allowed: tuple[_Origin, ...] = ()
     credential_dirs: tuple[Path, ...] = (Path(DEFAULT_CREDENTIALS_DIR),)
 
     @classmethod
-    def parse(cls, urls: Sequence[str], dirs: Sequence[str] | None = None) -> Policy:
+    def parse(cls, urls: Sequence[str], dirs: Sequence[str] | None = None) -> AccessPolicy:
         """From the flags; raises ValueError naming the bad value."""
         allowed = []
         for url in urls:
@@ -173,7 +173,7 @@ class _Cached:
 class Resolver:
     """Endpoints from specs, with credential files re-read on change and after ``max_age_s``."""
 
-    policy: Policy = field(default_factory=Policy)
+    policy: AccessPolicy = field(default_factory=AccessPolicy)
     clock: Callable[[], float] = time.monotonic
     wall: Callable[[], float] = time.time
     max_age_s: float = 60.0

@@ -33,7 +33,7 @@ MAX_PROBLEM_CHARS = 2048
 """Bound on the condition message: every rule failing the same way is said once."""
 
 
-class Client(Protocol):
+class QueryClient(Protocol):
     """What the poller needs of ``prometheus.PrometheusClient``."""
 
     def endpoint(self, prom: api.PrometheusHealthSpec) -> access.Endpoint:
@@ -86,7 +86,7 @@ class Sink(Protocol):
 class TopologyPoller:
     """One topology's rounds. ``clock`` dates readings (the tracker's clock); ``sleep`` waits."""
 
-    def __init__(self, name: str, sink: Sink, client: Client, clock: Callable[[], float],
+    def __init__(self, name: str, sink: Sink, client: QueryClient, clock: Callable[[], float],
                  sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
                  on_failed: Callable[[str], None] | None = None) -> None:
         self.name = name

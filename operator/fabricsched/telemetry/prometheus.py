@@ -1,7 +1,7 @@
 """The Prometheus HTTP API, the one call telemetry needs: an instant query (``/api/v1/query``).
 
 ``PrometheusClient.endpoint`` turns a topology's ``spec.health.prometheus`` into an
-``access.Endpoint`` under the operator's ``access.Policy`` (allowed URLs, credential files);
+``access.Endpoint`` under the operator's ``access.AccessPolicy`` (allowed URLs, credential files);
 ``query`` asks it. Every failure becomes a ``TelemetryError`` naming what went wrong (not
 allowed, credentials unreadable, unreachable, refused with 401/403, another HTTP status, a
 PromQL error, an unreadable answer) in a bounded, printable message, so the poller can report it
@@ -43,9 +43,10 @@ class TelemetryError(Exception):
 class PrometheusClient:
     """Instant queries over one aiohttp session (``close`` it, or use ``async with``)."""
 
-    def __init__(self, policy: access.Policy | None = None, session: aiohttp.ClientSession | None = None,
+    def __init__(self, policy: access.AccessPolicy | None = None,
+                 session: aiohttp.ClientSession | None = None,
                  resolver: access.Resolver | None = None) -> None:
-        self._resolver = resolver or access.Resolver(policy or access.Policy())
+        self._resolver = resolver or access.Resolver(policy or access.AccessPolicy())
         self._session = session
         self._own = session is None
 

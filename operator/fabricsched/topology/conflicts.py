@@ -23,8 +23,8 @@ class ConflictInfo:
     tier: str | None = None
     domain: str | None = None
 
-    def to_api(self) -> api.Conflict:
-        return api.Conflict(kind=self.kind, message=self.message, node=self.node, tier=self.tier,
+    def to_api(self) -> api.TopologyConflict:
+        return api.TopologyConflict(kind=self.kind, message=self.message, node=self.node, tier=self.tier,
                             domain=self.domain)
 
 

@@ -66,7 +66,7 @@ class Device:
 
 
 @dataclass(frozen=True)
-class Rule:
+class DeviceTaintRule:
     """One DeviceTaintRule: which devices, which taint."""
 
     name: str
@@ -109,7 +109,7 @@ def parse_slice(body: Mapping[str, Any]) -> tuple[str, tuple[Device, ...]]:
     return name, tuple(devices)
 
 
-def parse_rule(body: Mapping[str, Any]) -> Rule:
+def parse_rule(body: Mapping[str, Any]) -> DeviceTaintRule:
     """A DeviceTaintRule; raises ``parsing.Invalid`` on a wrong shape."""
     metadata = parsing.mapping(body.get("metadata"), "metadata")
     name = parsing.string(metadata.get("name"), "metadata.name")
@@ -121,7 +121,7 @@ def parse_rule(body: Mapping[str, Any]) -> Rule:
         value = fields.get(key)
         return None if value is None else parsing.string(value, f"spec.deviceSelector.{key}")
 
-    return Rule(name, pick("driver"), pick("pool"), pick("device"), selector is not None,
+    return DeviceTaintRule(name, pick("driver"), pick("pool"), pick("device"), selector is not None,
                 _taint(spec.get("taint"), f"DeviceTaintRule {name}"))
 
 
@@ -158,7 +158,7 @@ class DeviceIndex:
     def __init__(self) -> None:
         self._slices: dict[str, tuple[Device, ...]] = {}
         self._by_node: dict[ids.NodeName, dict[str, tuple[Device, ...]]] = {}
-        self._rules: dict[str, Rule] = {}
+        self._rules: dict[str, DeviceTaintRule] = {}
 
     def set_slice(self, name: str, devices: tuple[Device, ...]) -> set[ids.NodeName]:
         """Add or replace a slice; returns the nodes whose devices changed (old and new)."""
@@ -178,7 +178,7 @@ class DeviceIndex:
         self._slices.pop(name, None)
         return touched
 
-    def set_rule(self, rule: Rule) -> bool:
+    def set_rule(self, rule: DeviceTaintRule) -> bool:
         if self._rules.get(rule.name) == rule:
             return False
         self._rules[rule.name] = rule

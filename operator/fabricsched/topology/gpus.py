@@ -18,11 +18,17 @@ def free_of(fab: fabric.Fabric, used: Callable[[ids.NodeName], int]) -> Free:
     return {name: max(0, host.gpus - used(name)) for name, host in fab.hosts.items()}
 
 
+def unreserved(free: int, held: int) -> int:
+    """One host's free GPUs once ``held`` of them are reserved for plans: the one "free minus
+    reserved" (floor 0), for maps (``free_after``) and single hosts (the fabric page's rows)."""
+    return max(0, free - held)
+
+
 def free_after(free: Mapping[ids.NodeName, int], reserved: Mapping[ids.NodeName, int]) -> Free:
     """``free`` once ``reserved`` (GPUs held for plans, per node) is taken out (floor 0); nodes
     outside ``free`` are not in the answer."""
     out = dict(free)
     for node, held in reserved.items():
         if node in out:
-            out[node] = max(0, out[node] - held)
+            out[node] = unreserved(out[node], held)
     return out

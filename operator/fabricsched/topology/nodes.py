@@ -37,12 +37,10 @@ class NodeInfo:
     """Raw quantities from ``status.allocatable``; parsed on demand by ``gpus``."""
     conditions: Mapping[str, NodeCondition] = field(default_factory=dict)
     """By condition type."""
-    unschedulable: bool = False
 
     @classmethod
     def from_manifest(cls, body: Mapping[str, Any]) -> NodeInfo:
         metadata = body.get("metadata") or {}
-        spec = body.get("spec") or {}
         status = body.get("status") or {}
         conditions = {
             str(c["type"]): NodeCondition(
@@ -58,7 +56,6 @@ class NodeInfo:
             labels={str(k): str(v) for k, v in (metadata.get("labels") or {}).items()},
             allocatable={str(k): str(v) for k, v in (status.get("allocatable") or {}).items()},
             conditions=conditions,
-            unschedulable=bool(spec.get("unschedulable", False)),
         )
 
     def gpus(self, resource: str) -> int:

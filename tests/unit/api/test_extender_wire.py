@@ -16,8 +16,6 @@ UPSTREAM_KEYS: list[tuple[type[BaseModel], set[str]]] = [
     (extender.ExtenderFilterResult,
      {"Nodes", "NodeNames", "FailedNodes", "FailedAndUnresolvableNodes", "Error"}),
     (extender.HostPriority, {"Host", "Score"}),
-    (extender.ExtenderBindingArgs, {"PodName", "PodNamespace", "PodUID", "Node"}),
-    (extender.ExtenderBindingResult, {"Error"}),
 ]
 
 
@@ -96,16 +94,6 @@ def test_prioritize_answers_are_a_list_of_host_and_score() -> None:
 def test_scores_outside_zero_to_ten_are_our_bug(score: int) -> None:
     with pytest.raises(ValidationError, match=r"(?i)score"):
         extender.HostPriority(host="gpu-017", score=score)
-
-
-def test_a_bind_call_parses() -> None:
-    args = extender.ExtenderBindingArgs.model_validate_json(
-        '{"PodName": "b-3-x7k2p", "PodNamespace": "train", "PodUID": "6f1e", "Node": "gpu-017"}'
-    )
-    assert (args.pod_name, args.pod_namespace, args.pod_uid, args.node) == (
-        "b-3-x7k2p", "train", "6f1e", "gpu-017",
-    )
-    assert extender.ExtenderBindingResult().to_wire() == {"Error": ""}
 
 
 def test_unknown_keys_from_a_newer_scheduler_are_ignored(filter_body: str) -> None:

@@ -17,7 +17,8 @@ def test_the_design_example_round_trips(placement_manifest: dict[str, Any]) -> N
     assert obj.spec.tier.policy is placement.TierPolicy.PREFERRED
     assert obj.status is not None and obj.status.phase is placement.PlacementPhase.RESERVED
     assert obj.spec.domains == {"leaf": ["l03", "l04"], "spine": ["s1"]}
-    assert obj.spec.node_of(11) == "gpu-028" and obj.spec.node_of(12) is None
+    nodes = {r.rank: r.node for r in obj.spec.ranks}
+    assert nodes[11] == "gpu-028" and 12 not in nodes
 
 
 def test_job_uid_keeps_its_kubernetes_spelling() -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from fabricsched.api import schedconfig
 
@@ -17,6 +18,15 @@ OPTIONS = schedconfig.SchedulerConfigOptions(
     extender_url="http://127.0.0.1:8888/",
     lease_namespace="fabricsched-system",
 )
+
+
+def rendered(options: schedconfig.SchedulerConfigOptions) -> dict[str, Any]:
+    """The rendered configuration parsed back."""
+    loaded = yaml.safe_load(schedconfig.render(options))
+    assert isinstance(loaded, dict)
+    return loaded
+
+
 MODULES = Path(os.environ.get("GOMODCACHE", Path.home() / "go" / "pkg" / "mod")) / "k8s.io"
 GO_TYPES = [
     MODULES / "kube-scheduler@v0.37.2" / "config" / "v1" / "types.go",
@@ -25,7 +35,7 @@ GO_TYPES = [
 
 
 def test_the_profile_extender_and_lease_are_fabricscheds_own() -> None:
-    config = schedconfig.render_object(OPTIONS)
+    config = rendered(OPTIONS)
     assert config["apiVersion"] == "kubescheduler.config.k8s.io/v1"
     assert config["kind"] == "KubeSchedulerConfiguration"
     assert config["percentageOfNodesToScore"] == 100
@@ -60,7 +70,7 @@ def test_mutual_tls_names_the_ca_and_the_schedulers_client_pair_as_the_charts_to
     tls = schedconfig.ExtenderTLS("/etc/fabricsched-tls/ca.crt", "/etc/fabricsched-tls/tls.crt",
                                   "/etc/fabricsched-tls/tls.key")
     options = schedconfig.SchedulerConfigOptions(extender_url="https://127.0.0.1:8888", tls=tls)
-    (extender,) = schedconfig.render_object(options)["extenders"]
+    (extender,) = rendered(options)["extenders"]
     assert extender["urlPrefix"] == "https://127.0.0.1:8888" and extender["enableHTTPS"] is True
     files = {"caFile": tls.ca_file, "certFile": tls.cert_file, "keyFile": tls.key_file}
     assert extender["tlsConfig"] == files
@@ -71,7 +81,7 @@ def test_mutual_tls_names_the_ca_and_the_schedulers_client_pair_as_the_charts_to
 def test_managed_resources_follow_the_gpu_resource_names_in_order_without_repeats() -> None:
     names = ("amd.com/gpu", "nvidia.com/gpu", "amd.com/gpu")
     options = schedconfig.SchedulerConfigOptions(gpu_resources=names)
-    (extender,) = schedconfig.render_object(options)["extenders"]
+    (extender,) = rendered(options)["extenders"]
     assert extender["managedResources"] == [
         {"name": "amd.com/gpu", "ignoredByScheduler": False},
         {"name": "nvidia.com/gpu", "ignoredByScheduler": False},
@@ -90,7 +100,7 @@ def test_bad_gpu_resource_names_are_refused(names: tuple[str, ...]) -> None:
 
 def test_values_with_quotes_cannot_break_the_yaml() -> None:
     tricky = schedconfig.SchedulerConfigOptions(kubeconfig='/tmp/a "b"\\c.yaml')
-    assert schedconfig.render_object(tricky)["clientConnection"]["kubeconfig"] == '/tmp/a "b"\\c.yaml'
+    assert rendered(tricky)["clientConnection"]["kubeconfig"] == '/tmp/a "b"\\c.yaml'
 
 
 @pytest.mark.parametrize(
@@ -120,6 +130,6 @@ def test_every_field_name_exists_in_the_kube_scheduler_v1_37_config_types() -> N
     tags = set()
     for path in GO_TYPES:
         tags |= set(re.findall(r'json:"([A-Za-z]+)[,"]', path.read_text(encoding="utf-8")))
-    config = schedconfig.render_object(OPTIONS)
+    config = rendered(OPTIONS)
     unknown = _keys(config) - tags - {"apiVersion", "kind"}
     assert not unknown, f"not fields of kubescheduler.config.k8s.io/v1: {sorted(unknown)}"

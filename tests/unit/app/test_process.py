@@ -146,7 +146,7 @@ def test_readyz_waits_for_the_extenders_reservations_to_be_restored(tmp_path: Pa
     clock = Clock()
     cs = cluster(clock)
     svc = extender(tmp_path, clock, cs)
-    options = runtime.Options(kubeconfig=None)
+    options = runtime.OperatorOptions(kubeconfig=None)
     rt = runtime.Runtime(options, cs, None, events.EventRecorder(lambda *_: None), metrics.Metrics(), clock)
     app = health_server.app(rt, process.companions(svc).readiness)
 

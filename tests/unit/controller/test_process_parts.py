@@ -80,7 +80,7 @@ def test_health_endpoints_answer_and_readiness_follows_the_sync(tmp_path: Path) 
     registry = metrics.Metrics()
     registry.watch_state(lambda: {"nodes": len(cluster.nodes)}, lambda: {})
     address = f"127.0.0.1:{free_port()}"
-    options = runtime.Options(kubeconfig=tmp_path / "kubeconfig", health_address=address)
+    options = runtime.OperatorOptions(kubeconfig=tmp_path / "kubeconfig", health_address=address)
     rt = runtime.Runtime(options, cluster, None, events.EventRecorder(lambda *_: None), registry, clock)
 
     async def run() -> list[tuple[str, int, str]]:

@@ -26,8 +26,8 @@ def test_snapshot_holds_selected_gpu_nodes_only(synced: Harness) -> None:
     snap = synced.state.snapshot(IB)
     assert snap is not None
     assert sorted(snap.fabric.hosts) == ["l1-h0", "l1-h1", "l2-h0", "l2-h1"]
-    assert synced.state.topology_of(ids.NodeName("cpu-1")) is None
-    assert synced.state.topology_of(ids.NodeName("l1-h0")) == IB
+    assert synced.state.topology_holding_most([ids.NodeName("cpu-1")]) is None
+    assert synced.state.topology_holding_most([ids.NodeName("l1-h0")]) == IB
 
 
 def test_a_heartbeat_changes_nothing(synced: Harness) -> None:
@@ -108,7 +108,7 @@ def job_body(name: str = "j", uid: str = "uid-j", finished: str | None = None,
 def test_jobs_report_finished_and_deleted_once(synced: Harness) -> None:
     synced.state.apply_job(job_body())
     job = synced.state.jobs[("train", "j")]
-    assert (job.gang_size, job.completion_mode, job.finished) == (4, "Indexed", False)
+    assert (job.pods, job.finished) == (4, False)
     assert synced.state.job_by_uid("train", "uid-j") == job
     synced.state.apply_job(job_body(finished="Complete"))
     synced.state.apply_job(job_body(finished="Complete"))
@@ -144,12 +144,12 @@ def test_node_selected_by_two_topologies_belongs_to_none(synced: Harness) -> Non
     synced.state.apply_topology("other", topology_body("other", uid="uid-other",
                                                        nodeSelector={"matchLabels": {"leaf": "one"}}))
     synced.state.apply_node(gpu_node("l1-h0").label("leaf", "one").build())
-    assert synced.state.topology_of(ids.NodeName("l1-h0")) is None
+    assert synced.state.topology_holding_most([ids.NodeName("l1-h0")]) is None
     snap = synced.state.snapshot(IB)
     assert snap is not None and ids.NodeName("l1-h0") not in snap.fabric.hosts
     assert [(c.kind, c.node) for c in snap.conflicts] == [("multipleTopologies", "l1-h0")]
     synced.state.delete_topology("other")
-    assert synced.state.topology_of(ids.NodeName("l1-h0")) == IB
+    assert synced.state.topology_holding_most([ids.NodeName("l1-h0")]) == IB
     snap = synced.state.snapshot(IB)
     assert snap is not None and snap.conflicts == ()
 

@@ -21,8 +21,8 @@ IB = ids.TopologyName("ib")
 def compute(h: Harness, name: str = "ib",
             reserved: Mapping[ids.NodeName, int] | None = None) -> dict[str, Any]:
     tname = ids.TopologyName(name)
-    return status.compute(h.state.objects[tname], h.state.topologies.get(tname), h.state.snapshot(tname),
-                          h.clock(), reserved)
+    return status.build(status.gather(h.state.objects[tname], h.state.topologies.get(tname),
+                                      h.state.snapshot(tname), h.clock(), reserved))
 
 
 def test_status_counts_nodes_gpus_and_domain_rows(synced: Harness) -> None:

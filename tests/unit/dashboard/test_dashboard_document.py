@@ -19,7 +19,7 @@ def by_id(rows: list[dict[str, object]]) -> dict[object, dict[str, object]]:
 
 
 def test_the_fabric_is_drawn_top_tier_first_with_health_reason_and_since() -> None:
-    doc = document.build(view.Snapshot([demo_facts()]))
+    doc = document.build(view.PageSnapshot([demo_facts()]))
     fabric = doc["fabric"]
     assert [d["id"] for d in fabric["domains"][:2]] == ["domain:spine/s1", "domain:spine/s2"]
     leaf = by_id(fabric["domains"])[f"domain:leaf/{samples.DEMO_DEGRADED_LEAF}"]
@@ -41,7 +41,7 @@ def test_gpus_are_used_reserved_and_free_per_host_and_summed_per_domain() -> Non
     facts = demo_facts()
     free = {**facts.free_gpus, "gpu-001": 2}
     facts = view.FabricFacts(facts.name, facts.fabric, free, {"gpu-001": 1, "gpu-002": 8}, facts.health)
-    doc = document.build(view.Snapshot([facts]))
+    doc = document.build(view.PageSnapshot([facts]))
     hosts = by_id(doc["fabric"]["hosts"])
     assert (hosts["node:gpu-001"]["used"], hosts["node:gpu-001"]["reserved"], hosts["node:gpu-001"]["free"]) \
         == (6, 1, 1)
@@ -52,12 +52,12 @@ def test_gpus_are_used_reserved_and_free_per_host_and_summed_per_domain() -> Non
 
 def test_a_gang_across_two_leaves_crosses_both_leaves_uplinks_and_its_hosts_links() -> None:
     facts = demo_facts()
-    doc = document.build(view.Snapshot([facts], [gang_on(facts, ["gpu-001", "gpu-005"])]))
+    doc = document.build(view.PageSnapshot([facts], [gang_on(facts, ["gpu-001", "gpu-005"])]))
     (gang,) = doc["gangs"]
     assert gang["hosts"] == ["gpu-001", "gpu-005"]
     assert gang["uplinks"] == ["domain:leaf/l01", "domain:leaf/l02"]
     assert set(gang["path"]) == {"node:gpu-001", "node:gpu-005", "domain:leaf/l01", "domain:leaf/l02"}
-    one_leaf = document.build(view.Snapshot([facts], [gang_on(facts, ["gpu-001", "gpu-002"])]))
+    one_leaf = document.build(view.PageSnapshot([facts], [gang_on(facts, ["gpu-001", "gpu-002"])]))
     assert one_leaf["gangs"][0]["uplinks"] == []
 
 
@@ -74,20 +74,20 @@ def test_a_selection_naming_nothing_gives_an_empty_view_and_a_message(
     selection: document.Selection, message: str
 ) -> None:
     facts = demo_facts()
-    doc = document.build(view.Snapshot([facts], [gang_on(facts, ["gpu-001"])]), selection)
+    doc = document.build(view.PageSnapshot([facts], [gang_on(facts, ["gpu-001"])]), selection)
     assert doc["gangs"] == [] and doc["messages"] == [message]
 
 
 def test_a_gang_is_selected_by_key_or_namespace_and_name() -> None:
     facts = demo_facts()
-    snap = view.Snapshot([facts], [gang_on(facts, ["gpu-001"]), gang_on(facts, ["gpu-002"], "other")])
+    snap = view.PageSnapshot([facts], [gang_on(facts, ["gpu-001"]), gang_on(facts, ["gpu-002"], "other")])
     named = document.build(snap, document.Selection(gang="team/other"))
     assert [g["name"] for g in named["gangs"]] == ["other"]
     assert len(document.build(snap, document.Selection(gang="team/train@u1"))["gangs"]) == 1
 
 
 def test_no_topology_yet_is_said() -> None:
-    doc = document.build(view.Snapshot([]))
+    doc = document.build(view.PageSnapshot([]))
     assert doc["fabric"] is None and doc["messages"] == ["no FabricTopology is known to this process yet"]
 
 
@@ -119,7 +119,7 @@ def test_a_rail_of_a_host_has_its_own_record_and_colours_the_host() -> None:
     effective = {**facts.health, rail: record(rail, 0.5, "rail 2 port flapping")}
     railed = view.FabricFacts(facts.name, dataclasses.replace(facts.fabric, rails=4), facts.free_gpus, {},
                               effective)
-    doc = document.build(view.Snapshot([railed]))
+    doc = document.build(view.PageSnapshot([railed]))
     assert doc["fabric"]["rails"] == 4
     host = next(h for h in doc["fabric"]["hosts"] if h["name"] == "gpu-003")
     assert host["health"]["state"] == "degraded"

@@ -17,11 +17,11 @@ from fabricsched.dashboard import document, view
 from fabricsched.topology import building, fabric, health, nodes
 
 
-def fresh(snap: view.Snapshot) -> bytes:
+def fresh(snap: view.PageSnapshot) -> bytes:
     return document.dumps(document.build(snap))
 
 
-def kept(snap: view.Snapshot, rows: document.Rows) -> bytes:
+def kept(snap: view.PageSnapshot, rows: document.Rows) -> bytes:
     return document.dumps(document.build(snap, rows=rows), rows)
 
 
@@ -37,16 +37,16 @@ def rebuilt(facts: view.FabricFacts, effective: dict[health.ElementId, health.El
 def test_only_the_leaf_of_a_host_that_moved_is_made_again() -> None:
     facts = demo_facts()
     rows = document.Rows()
-    first = document.build(view.Snapshot([facts]), rows=rows)
+    first = document.build(view.PageSnapshot([facts]), rows=rows)
     moved = dataclasses.replace(facts, free_gpus={**facts.free_gpus, "gpu-001": 0})
-    second = document.build(view.Snapshot([moved]), rows=rows)
+    second = document.build(view.PageSnapshot([moved]), rows=rows)
     remade = {a["name"] for a, b in zip(first["fabric"]["hosts"], second["fabric"]["hosts"], strict=True)
               if a is not b}
     leaf = str(facts.fabric.hosts[ids.NodeName("gpu-001")].path[0])
     assert remade == {str(n) for n in facts.fabric.domains[(0, leaf)].hosts}
-    assert kept(view.Snapshot([moved]), rows) == fresh(view.Snapshot([moved]))
+    assert kept(view.PageSnapshot([moved]), rows) == fresh(view.PageSnapshot([moved]))
     row = b'"name":"gpu-001","leaf":"' + leaf.encode() + b'","gpus":8,"used":8'
-    assert row in kept(view.Snapshot([moved]), rows)
+    assert row in kept(view.PageSnapshot([moved]), rows)
 
 
 def test_a_free_map_changed_in_place_still_shows() -> None:
@@ -54,10 +54,10 @@ def test_a_free_map_changed_in_place_still_shows() -> None:
     free = dict(facts.free_gpus)
     facts = dataclasses.replace(facts, free_gpus=free)
     rows = document.Rows()
-    kept(view.Snapshot([facts]), rows)
+    kept(view.PageSnapshot([facts]), rows)
     free["gpu-003"] = 2  # the same map object, one value changed
-    assert kept(view.Snapshot([facts]), rows) == fresh(view.Snapshot([facts]))
-    hosts = json.loads(kept(view.Snapshot([facts]), rows))["fabric"]["hosts"]
+    assert kept(view.PageSnapshot([facts]), rows) == fresh(view.PageSnapshot([facts]))
+    hosts = json.loads(kept(view.PageSnapshot([facts]), rows))["fabric"]["hosts"]
     host = {h["name"]: h for h in hosts}["gpu-003"]
     assert (host["used"], host["free"]) == (6, 2)
 
@@ -65,43 +65,43 @@ def test_a_free_map_changed_in_place_still_shows() -> None:
 def test_health_of_a_host_shows_whether_the_fabric_object_is_new_or_the_same() -> None:
     facts = demo_facts()
     rows = document.Rows()
-    kept(view.Snapshot([facts]), rows)
+    kept(view.PageSnapshot([facts]), rows)
     element = health.ElementId.node("gpu-010")
     # A record alone (same fabric object): the host row must carry it.
     flapping = record(element, 0.5, "flap-010")
     with_record = dataclasses.replace(facts, health={**facts.health, element: flapping})
-    assert kept(view.Snapshot([with_record]), rows) == fresh(view.Snapshot([with_record]))
-    assert b"flap-010" in kept(view.Snapshot([with_record]), rows)
+    assert kept(view.PageSnapshot([with_record]), rows) == fresh(view.PageSnapshot([with_record]))
+    assert b"flap-010" in kept(view.PageSnapshot([with_record]), rows)
     # A new fabric where the host is down, then healthy again.
     down = health.ElementHealth(element, fabric.HealthState.DOWN, 0.0, T0, None, ())
     for effective in ({**facts.health, element: down}, dict(facts.health)):
         now = rebuilt(facts, effective)
-        assert kept(view.Snapshot([now]), rows) == fresh(view.Snapshot([now]))
-    assert b"flap-010" not in kept(view.Snapshot([now]), rows)
+        assert kept(view.PageSnapshot([now]), rows) == fresh(view.PageSnapshot([now]))
+    assert b"flap-010" not in kept(view.PageSnapshot([now]), rows)
 
 
 def test_a_host_gone_leaves_its_leaf_and_the_totals() -> None:
     facts = demo_facts()
     rows = document.Rows()
-    kept(view.Snapshot([facts]), rows)
+    kept(view.PageSnapshot([facts]), rows)
     smaller = rebuilt(facts, dict(facts.health), drop="gpu-006")
-    body = kept(view.Snapshot([smaller]), rows)
-    assert body == fresh(view.Snapshot([smaller]))
+    body = kept(view.PageSnapshot([smaller]), rows)
+    assert body == fresh(view.PageSnapshot([smaller]))
     assert b'"gpu-006"' not in body and json.loads(body)["fabric"]["summary"]["hosts"] == 31
 
 
 def test_gang_rows_follow_their_facts() -> None:
     facts = demo_facts()
     rows = document.Rows()
-    snap = view.Snapshot([facts], [gang_on(facts, ["gpu-001", "gpu-002"])])
+    snap = view.PageSnapshot([facts], [gang_on(facts, ["gpu-001", "gpu-002"])])
     kept(snap, rows)
-    wider = view.Snapshot([facts], [gang_on(facts, ["gpu-001", "gpu-005"])])
+    wider = view.PageSnapshot([facts], [gang_on(facts, ["gpu-001", "gpu-005"])])
     assert kept(wider, rows) == fresh(wider)
-    slower = view.Snapshot([facts], [dataclasses.replace(wider.gangs[0], slowdown=1.9)])
+    slower = view.PageSnapshot([facts], [dataclasses.replace(wider.gangs[0], slowdown=1.9)])
     assert kept(slower, rows) == fresh(slower) and b'"slowdown":1.9' in kept(slower, rows)
     # On a new fabric object the gang row (its path) is made again from that fabric.
     again = rebuilt(facts, dict(facts.health))
-    moved = view.Snapshot([again], [dataclasses.replace(slower.gangs[0], topology=again.name)])
+    moved = view.PageSnapshot([again], [dataclasses.replace(slower.gangs[0], topology=again.name)])
     assert kept(moved, rows) == fresh(moved)
 
 
@@ -133,5 +133,5 @@ def test_random_changes_never_leave_a_stale_fragment() -> None:
             gangs = [gang_on(facts, rng.sample(names, 2), name=f"g{step}"), *gangs[:3]]
         else:
             facts = rebuilt(facts, dict(facts.health), drop=rng.choice(["", rng.choice(names)]))
-        snap = view.Snapshot([facts], [g for g in gangs if set(g.hosts) <= set(facts.fabric.hosts)])
+        snap = view.PageSnapshot([facts], [g for g in gangs if set(g.hosts) <= set(facts.fabric.hosts)])
         assert kept(snap, rows) == fresh(snap), f"stale after step {step} (change {kind})"

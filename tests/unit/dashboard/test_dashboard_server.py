@@ -15,7 +15,7 @@ from fabricsched.dashboard import server, static_page, view
 
 
 class CountingSource:
-    def __init__(self, snap: view.Snapshot) -> None:
+    def __init__(self, snap: view.PageSnapshot) -> None:
         self.snap = snap
         self.moved = 0
         self.reads = 0
@@ -23,7 +23,7 @@ class CountingSource:
     def version(self) -> Hashable:
         return self.moved
 
-    def snapshot(self) -> view.Snapshot:
+    def snapshot(self) -> view.PageSnapshot:
         self.reads += 1
         return self.snap
 
@@ -31,7 +31,7 @@ class CountingSource:
 Check = Callable[[test_utils.TestClient[Any, Any]], Awaitable[None]]
 
 
-def served(source: view.Source, check: Check) -> None:
+def served(source: view.PageSource, check: Check) -> None:
     async def run() -> None:
         app = server.make_app(source, min_rebuild_s=0)
         async with test_utils.TestClient(test_utils.TestServer(app)) as client:
@@ -42,7 +42,7 @@ def served(source: view.Source, check: Check) -> None:
 
 def test_the_data_follows_the_version_with_etags_and_reads_the_state_once_per_version() -> None:
     facts = demo_facts()
-    source = CountingSource(view.Snapshot([facts]))
+    source = CountingSource(view.PageSnapshot([facts]))
 
     async def check(client: test_utils.TestClient[Any, Any]) -> None:
         first = await client.get("/api/state")
@@ -53,7 +53,7 @@ def test_the_data_follows_the_version_with_etags_and_reads_the_state_once_per_ve
         assert again.status == 304 and again.headers["ETag"] == tag
         assert (await client.get("/api/state")).headers["ETag"] == tag
         assert source.reads == 1
-        source.snap = view.Snapshot([facts], [gang_on(facts, ["gpu-001", "gpu-005"])])
+        source.snap = view.PageSnapshot([facts], [gang_on(facts, ["gpu-001", "gpu-005"])])
         source.moved += 1
         moved = await client.get("/api/state", headers={"If-None-Match": tag})
         assert moved.status == 200 and moved.headers["ETag"] != tag
@@ -64,7 +64,7 @@ def test_the_data_follows_the_version_with_etags_and_reads_the_state_once_per_ve
 
 
 def test_routes_unknown_paths_and_bad_queries() -> None:
-    source = CountingSource(view.Snapshot([demo_facts()]))
+    source = CountingSource(view.PageSnapshot([demo_facts()]))
 
     async def check(client: test_utils.TestClient[Any, Any]) -> None:
         page = await client.get("/")
@@ -86,7 +86,7 @@ def test_routes_unknown_paths_and_bad_queries() -> None:
 def test_the_static_page_embeds_the_document_so_no_name_closes_its_script() -> None:
     facts = demo_facts()
     gang = gang_on(facts, ["gpu-001"], name="x</script><script>alert(1)</script>")
-    html = static_page.render(view.Snapshot([facts], [gang], report={"summary": "<b>bold</b>"}))
+    html = static_page.render(view.PageSnapshot([facts], [gang], report={"summary": "<b>bold</b>"}))
     assert html.count("<script") == 2 and html.count("</script>") == 2
     assert "alert(1)" in html and "<script>alert(1)" not in html
     start = html.index('type="application/json">') + len('type="application/json">')
@@ -109,7 +109,7 @@ def test_the_address_is_checked_and_empty_turns_the_page_off() -> None:
 
 def test_while_the_state_moves_the_document_is_rebuilt_at_most_once_a_period() -> None:
     facts = demo_facts()
-    source = CountingSource(view.Snapshot([facts]))
+    source = CountingSource(view.PageSnapshot([facts]))
     now = [0.0]
     documents = server.Documents(source, min_rebuild_s=1.0, clock=lambda: now[0])
     everything = server.document.EVERYTHING
@@ -123,10 +123,10 @@ def test_while_the_state_moves_the_document_is_rebuilt_at_most_once_a_period() -
 def test_host_rows_are_serialised_again_only_when_they_change() -> None:
     facts = demo_facts()
     rows = server.document.Rows()
-    first = server.document.build(view.Snapshot([facts]), rows=rows)
+    first = server.document.build(view.PageSnapshot([facts]), rows=rows)
     free = {**facts.free_gpus, "gpu-001": 0}
     moved = view.FabricFacts(facts.name, facts.fabric, free, {}, facts.health)
-    second = server.document.build(view.Snapshot([moved]), rows=rows)
+    second = server.document.build(view.PageSnapshot([moved]), rows=rows)
     same = [a is b for a, b in zip(first["fabric"]["hosts"], second["fabric"]["hosts"], strict=True)]
     assert same.count(False) == 4  # the changed host's leaf (4 hosts), kept leaf by leaf
     assert json.loads(server.document.dumps(second, rows)) == json.loads(server.document.dumps(second))

@@ -187,9 +187,9 @@ class Harness:
     def free_nodes(self, pod: PodBuilder) -> list[str]:
         """Nodes the kube-scheduler would pass: enough free GPUs for the pod (it ignores reservations)."""
         want = nodes.PodUsage.from_manifest(pod.build()).gpus("nvidia.com/gpu")
-        return [
-            n for n in self.state.nodes if self.state.free_gpus(ids.NodeName(n), "nvidia.com/gpu") >= want
-        ]
+        free = {n: f for t in self.state.topologies if (s := self.state.snapshot(t)) is not None
+                for n, f in s.free_gpus.items()}
+        return [n for n in self.state.nodes if free.get(ids.NodeName(n), 0) >= want]
 
     def end_job(self, name: str, uid: str, pods: int, namespace: str = "train") -> None:
         self.state.apply_job(

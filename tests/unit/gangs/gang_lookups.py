@@ -13,7 +13,7 @@ def job(
     name: str, uid: str, parallelism: int, completions: int | None, namespace: str = "train"
 ) -> jobs.JobInfo:
     """An Indexed Job, running."""
-    return jobs.JobInfo(namespace, name, uid, parallelism, completions, "Indexed", finished=False)
+    return jobs.JobInfo(namespace, name, uid, parallelism, completions, finished=False)
 
 
 @dataclass

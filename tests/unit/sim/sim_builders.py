@@ -34,7 +34,7 @@ class SimFiles:
                bandwidth: float = 100.0, recover_after: int = 300) -> SimFiles:
         """``layout`` is top tier first, as in ``fabricsched trace fabric --layout``."""
         shape = fabrics.parse_layout(layout, hosts_per_leaf, gpus)
-        shape = fabrics.Layout(shape.tiers, hosts_per_leaf, gpus, bandwidth, recover_after)
+        shape = fabrics.FabricLayout(shape.tiers, hosts_per_leaf, gpus, bandwidth, recover_after)
         self.nodes.write_text(yaml.safe_dump(fabrics.node_list(shape)))
         self.topology.write_text(yaml.safe_dump(fabrics.topology(shape, "test"), sort_keys=False))
         return self

@@ -32,7 +32,7 @@ def prom(url: str = "http://prometheus.monitoring:9090", **access_spec: Any) -> 
 ], ids=["the prefix itself", "with a trailing slash", "the host in another case", "a path prefix",
         "the scheme's default port spelled out", "a path below the prefix"])
 def test_urls_under_an_allowed_prefix_are_allowed(url: str) -> None:
-    access.Policy.parse(ALLOWED).check_url(url)
+    access.AccessPolicy.parse(ALLOWED).check_url(url)
 
 
 @pytest.mark.parametrize("url", [
@@ -56,14 +56,14 @@ def test_urls_under_an_allowed_prefix_are_allowed(url: str) -> None:
         "another scheme again", "not a URL"])
 def test_other_urls_are_not_allowed(url: str) -> None:
     with pytest.raises(access.AccessError) as info:
-        access.Policy.parse(ALLOWED).check_url(url)
+        access.AccessPolicy.parse(ALLOWED).check_url(url)
     assert info.value.reason == "PrometheusNotAllowed"
     assert len(info.value.message) < 300
 
 
 def test_the_default_policy_allows_no_url_and_says_which_flag_would() -> None:
     with pytest.raises(access.AccessError) as info:
-        access.Policy().check_url("http://prometheus.monitoring:9090")
+        access.AccessPolicy().check_url("http://prometheus.monitoring:9090")
     assert "--prometheus-allow-url" in info.value.message
 
 
@@ -71,17 +71,17 @@ def test_the_default_policy_allows_no_url_and_says_which_flag_would() -> None:
                          ids=["no scheme", "another scheme", "a query", "user info"])
 def test_a_bad_allow_flag_is_refused_at_start(flag: str) -> None:
     with pytest.raises(ValueError, match="--prometheus-allow-url"):
-        access.Policy.parse([flag])
+        access.AccessPolicy.parse([flag])
 
 
 def test_a_relative_credentials_dir_is_refused_at_start() -> None:
     with pytest.raises(ValueError, match="--prometheus-credentials-dir"):
-        access.Policy.parse([], ["secrets"])
+        access.AccessPolicy.parse([], ["secrets"])
 
 
 def resolver(tmp_path: Path, clock: list[float] | None = None) -> access.Resolver:
     now = clock if clock is not None else [0.0]
-    policy = access.Policy.parse(["http://prometheus.monitoring:9090", "https://prometheus.monitoring"],
+    policy = access.AccessPolicy.parse(["http://prometheus.monitoring:9090", "https://prometheus.monitoring"],
                                  [str(tmp_path / "creds")])
     return access.Resolver(policy, clock=lambda: now[0])
 
@@ -217,7 +217,7 @@ def test_an_expired_jwt_is_read_again_even_when_the_file_looks_unchanged(tmp_pat
     old, new = jwt(1000.0), jwt(5000.0)
     token.write_text(old)
     wall = [999.0]
-    policy = access.Policy.parse(["http://prometheus.monitoring:9090"], [str(creds)])
+    policy = access.AccessPolicy.parse(["http://prometheus.monitoring:9090"], [str(creds)])
     r = access.Resolver(policy, clock=lambda: 0.0, wall=lambda: wall[0])
     spec = prom(bearerTokenFile=str(token))
     assert r.endpoint(spec).headers["Authorization"] == f"Bearer {old}"

@@ -45,7 +45,7 @@ def make_runtime(prometheus: dict[str, Any] | None = None) -> tuple[runtime.Runt
     cluster.mark_synced()
     posted: Posted = []
     recorder = events.EventRecorder(lambda ns, body: posted.append(body))
-    options = runtime.Options(kubeconfig=Path())
+    options = runtime.OperatorOptions(kubeconfig=Path())
     return runtime.Runtime(options, cluster, None, recorder, metrics.Metrics(), clock), posted
 
 
@@ -56,7 +56,8 @@ def finding(value: float = 7.0) -> health.Observation:
 
 def compute(rt: runtime.Runtime) -> dict[str, Any]:
     cluster = rt.state
-    return status.compute(cluster.objects[IB], cluster.topologies.get(IB), cluster.snapshot(IB), rt.clock())
+    return status.build(status.gather(cluster.objects[IB], cluster.topologies.get(IB), cluster.snapshot(IB),
+                                      rt.clock()))
 
 
 def conditions(rt: runtime.Runtime) -> dict[str, dict[str, Any]]:

@@ -1,6 +1,6 @@
 """One topology's rounds: rules -> damper -> tracker, failures, backoff, rails, the supervisor.
 
-The Prometheus side is a stand-in ``poller.Client`` (the HTTP client has its own tests); the health
+The Prometheus side is a stand-in ``poller.QueryClient`` (the HTTP client has its own tests); the health
 side is the real ``HealthTracker`` and ``FabricIndex``, so capacities are the ones status shows.
 """
 
@@ -35,7 +35,7 @@ class FakePrometheus:
         self.broken: set[str] = set()
         self.asked: list[str] = []
         self.forgotten = 0
-        self._real = prometheus.PrometheusClient(access.Policy.parse(allow))
+        self._real = prometheus.PrometheusClient(access.AccessPolicy.parse(allow))
 
     def endpoint(self, prom: api.PrometheusHealthSpec) -> access.Endpoint:
         return self._real.endpoint(prom)

@@ -34,7 +34,7 @@ def query_against(handler: Handler, promql: str = "up", timeout_s: float = 2.0,
         base = str(server.make_url(prefix)).rstrip("/")
         prom = api.PrometheusHealthSpec.model_validate({"url": base, "access": access_spec})
         try:
-            async with prometheus.PrometheusClient(access.Policy.parse([base], ["/"])) as client:
+            async with prometheus.PrometheusClient(access.AccessPolicy.parse([base], ["/"])) as client:
                 return await client.query(client.endpoint(prom), promql, timeout_s)
         except prometheus.TelemetryError as e:
             return e
@@ -208,7 +208,7 @@ def test_an_answer_larger_than_the_bound_is_refused(monkeypatch: pytest.MonkeyPa
 
 
 def test_a_url_the_policy_does_not_allow_is_a_config_error_and_nothing_is_sent() -> None:
-    client = prometheus.PrometheusClient(access.Policy.parse(["http://prometheus.monitoring:9090"]))
+    client = prometheus.PrometheusClient(access.AccessPolicy.parse(["http://prometheus.monitoring:9090"]))
     prom = api.PrometheusHealthSpec(url="http://169.254.169.254/latest")
     with pytest.raises(prometheus.TelemetryError) as info:
         client.endpoint(prom)

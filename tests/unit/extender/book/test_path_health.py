@@ -101,14 +101,16 @@ def test_the_topology_status_names_the_gangs_a_degraded_element_touches(harness:
     obj = harness.state.objects[name]
     tf = harness.state.topologies[name]
     snap = harness.state.snapshot(name)
-    wire = topology_status.compute(obj, tf, snap, harness.clock(), affected=harness.service.gangs_on_path)
+    affected = harness.service.gangs_on_path
+    wire = topology_status.build(topology_status.gather(obj, tf, snap, harness.clock(), None, affected))
     (row,) = wire["degraded"]
     assert row["node"] == placed[0]
     assert row["affectedGangs"] == ["train/named"] and row["affectedGangCount"] == 1
     version = harness.service.gangs_on_path.version
     harness.end_job("named", harness.store.get("train", "named")["spec"]["jobUID"], 6)
     assert harness.service.gangs_on_path.version > version
-    wire = topology_status.compute(obj, tf, snap, harness.clock(), affected=harness.service.gangs_on_path)
+    affected = harness.service.gangs_on_path
+    wire = topology_status.build(topology_status.gather(obj, tf, snap, harness.clock(), None, affected))
     assert wire["degraded"][0]["affectedGangCount"] == 0
 
 

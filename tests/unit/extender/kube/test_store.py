@@ -111,8 +111,7 @@ def test_a_job_read_from_the_api_is_the_same_jobinfo_the_watch_gives() -> None:
     )
     found = asyncio.run(fetcher(FakeJobs(job=job)).fetch("train", "j"))
     assert found is not None
-    assert (found.name, found.uid, found.gang_size, found.completion_mode, found.finished) == (
-        "j", "u1", 4, "Indexed", True)
+    assert (found.name, found.uid, found.pods, found.finished) == ("j", "u1", 4, True)
 
 
 def test_a_missing_job_is_none_and_an_unreachable_api_is_an_error() -> None:
