@@ -29,13 +29,13 @@ from typing import Any
 
 import yaml
 
-from fabricsched.api import placement as placement_api
 from fabricsched.api import schedconfig
 from fabricsched.api import topology as topology_api
 from fabricsched.cluster import (
     components,
     controlplane,
     degradation,
+    demo_jobs,
     demo_workloads,
     errors,
     processes,
@@ -43,7 +43,6 @@ from fabricsched.cluster import (
     tour,
 )
 from fabricsched.ports import errors as api_errors
-from fabricsched.ports import jobs
 
 OPERATOR = "fabricsched"
 """Component name of ``fabricsched run`` in the state file and its log (``logs/fabricsched.log``)."""
@@ -128,22 +127,6 @@ def _address(wanted: str) -> str:
     return f"{host}:{processes.free_ports(1)[0]}"
 
 
-def _wait(what: str, check: Callable[[], Any], timeout: float, alive: processes.ProcessRecord | None = None,
-          ) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        if alive is not None and not processes.is_alive(alive):
-            raise errors.ComponentFailed(f"{alive.component} exited while waiting for {what}; last lines of "
-                                         f"{alive.log}:\n{processes.log_tail(alive.log)}")
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            log = f"; last lines of {alive.log}:\n{processes.log_tail(alive.log)}" if alive else ""
-            raise errors.ClusterError(f"timed out after {timeout:.0f} s waiting for {what}{log}")
-        time.sleep(0.2)
-
-
 def _kubectl(binary: Path, kubeconfig: Path, *args: str) -> str:
     result = subprocess.run([str(binary), f"--kubeconfig={kubeconfig}", *args], capture_output=True,
                             text=True, timeout=120, check=False)
@@ -168,7 +151,7 @@ def _install_crds(api: rest.Client, folder: Path, timeout: float) -> None:
             for name in names
         )
 
-    _wait(f"CRDs {', '.join(names)} to be established", established, timeout)
+    demo_jobs.wait(f"CRDs {', '.join(names)} to be established", established, timeout)
 
 
 def _ready(address: str) -> Callable[[], bool]:
@@ -179,66 +162,6 @@ def _ready(address: str) -> Callable[[], bool]:
         except (urllib.error.URLError, ConnectionError, TimeoutError):
             return False
     return check
-
-
-def load_jobs(folder: Path) -> list[dict[str, Any]]:
-    """The Job manifests in ``folder``'s ``*.yaml`` files, in file name order."""
-    jobs = []
-    for path in sorted(folder.glob("*.yaml")):
-        for doc in yaml.safe_load_all(path.read_text(encoding="utf-8")):
-            if not doc:
-                continue
-            if doc.get("kind") != "Job":
-                raise errors.ClusterError(f"{path}: expected Job manifests, got kind {doc.get('kind')!r}")
-            jobs.append(doc)
-    if not jobs:
-        raise errors.ClusterError(f"no Job manifest in {folder}/*.yaml")
-    return jobs
-
-
-def gang_size(job: Mapping[str, Any]) -> int:
-    """Pods the Job runs at once (``ports.jobs.pods_at_once``), parallelism defaulting to 1."""
-    spec = job.get("spec", {})
-    completions = spec.get("completions")
-    parallelism = int(spec.get("parallelism", 1))
-    return jobs.pods_at_once(parallelism, None if completions is None else int(completions))
-
-
-def _pods(api: rest.Client, namespace: str, job: str | None = None) -> list[dict[str, Any]]:
-    selector = f"?labelSelector={JOB_NAME_LABEL}%3D{job}" if job else ""
-    items: list[dict[str, Any]] = api.call("GET", f"/api/v1/namespaces/{namespace}/pods{selector}")["items"]
-    return items
-
-
-def _scheduling_trouble(api: rest.Client, namespace: str) -> str:
-    events = api.call("GET", f"/api/v1/namespaces/{namespace}/events")["items"]
-    warnings = [f"{e['involvedObject'].get('name')}: {e.get('reason')}: {e.get('message', '')[:300]}"
-                for e in events if e.get("type") == "Warning"]
-    return "\n".join(warnings[-5:]) or "(no Warning events)"
-
-
-def _run_job(api: rest.Client, namespace: str, job: Mapping[str, Any], timeout: float,
-             operator: processes.ProcessRecord) -> None:
-    name = job["metadata"]["name"]
-    api.call("POST", f"/apis/batch/v1/namespaces/{namespace}/jobs",
-             {**job, "metadata": {**job["metadata"], "namespace": namespace}})
-    size = gang_size(job)
-
-    def bound() -> bool:
-        pods = _pods(api, namespace, name)
-        return sum(1 for p in pods if p["spec"].get("nodeName")) >= size
-
-    try:
-        _wait(f"the {size} pod(s) of Job {namespace}/{name} to be bound", bound, timeout, operator)
-    except (errors.ClusterError, api_errors.ApiError) as e:
-        raise errors.ClusterError(f"{e}\nrecent warnings in {namespace}:\n"
-                                  f"{_scheduling_trouble(api, namespace)}") from e
-
-
-def _placements(api: rest.Client, namespace: str) -> list[dict[str, Any]]:
-    path = f"/apis/{placement_api.API_VERSION}/namespaces/{namespace}/{placement_api.PLURAL}"
-    items: list[dict[str, Any]] = api.call("GET", path)["items"]
-    return items
 
 
 def _start_operator(layout: components.Layout, kubeconfig: Path, health: str, extender: str,
@@ -255,7 +178,7 @@ def _start_operator(layout: components.Layout, kubeconfig: Path, health: str, ex
 
 def _check_inputs(options: DemoOptions) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The Jobs and the FabricTopology, read before anything starts."""
-    jobs = load_jobs(options.jobs)
+    jobs = demo_jobs.load_jobs(options.jobs)
     for path in (options.nodes, options.topology, options.crds):
         if not path.exists():
             raise errors.ClusterError(f"{path} not found: run the demo from the repository root")
@@ -277,7 +200,7 @@ def _start_fabricsched(api: rest.Client, plane: controlplane.ControlPlane, optio
     say(f"==> fabricsched run (extender {extender}, health {health}); log in "
         f"{options.dir / 'logs' / (OPERATOR + '.log')}")
     child, operator = _start_operator(components.Layout(plane.dir), plane.kubeconfig, health, extender)
-    _wait(f"fabricsched run /readyz on {health}", _ready(health), options.timeout, operator)
+    demo_jobs.wait(f"fabricsched run /readyz on {health}", _ready(health), options.timeout, operator)
     name = topology["metadata"]["name"]
 
     def fabric_seen() -> bool:
@@ -286,50 +209,13 @@ def _start_fabricsched(api: rest.Client, plane: controlplane.ControlPlane, optio
         return bool(status.get("nodes") == len(plane.node_names)
                     and status.get("observedGeneration") == found["metadata"].get("generation"))
 
-    _wait(f"FabricTopology {name} status with {len(plane.node_names)} nodes", fabric_seen,
+    demo_jobs.wait(f"FabricTopology {name} status with {len(plane.node_names)} nodes", fabric_seen,
           options.timeout, operator)
     return child, operator
 
 
 def _topology_path(name: str) -> str:
     return f"/apis/{topology_api.API_VERSION}/{topology_api.PLURAL}/{name}"
-
-
-def _place_jobs(api: rest.Client, options: DemoOptions, jobs: Sequence[Mapping[str, Any]], topology_name: str,
-                operator: processes.ProcessRecord, say: Callable[[str], None],
-                ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Submit the Jobs one at a time; returns their Bound FabricPlacements and the topology."""
-    namespace = options.namespace
-    api.call("POST", "/api/v1/namespaces", {"metadata": {"name": namespace}})
-    _wait(f"ServiceAccount {namespace}/default",
-          lambda: api.request("GET", f"/api/v1/namespaces/{namespace}/serviceaccounts/default")[0] == 200,
-          options.timeout)
-    for job in jobs:
-        say(f"==> Job {namespace}/{job['metadata']['name']}: {gang_size(job)} pod(s), waiting until all "
-            "are bound")
-        _run_job(api, namespace, job, options.timeout, operator)
-    order = [j["metadata"]["name"] for j in jobs]
-
-    def all_bound() -> list[dict[str, Any]] | None:
-        found = [p for p in _placements(api, namespace) if p["metadata"]["name"] in order]
-        phases = [(p.get("status") or {}).get("phase") for p in found]
-        return found if len(found) == len(order) and all(ph == "Bound" for ph in phases) else None
-
-    placements: list[dict[str, Any]] = _wait("every FabricPlacement to reach phase Bound", all_bound,
-                                             options.timeout, operator)
-    # Status is written at most once per status interval: wait until it counts every bound
-    # pod, so the summary printed next is not a second old.
-    used = sum(int(p["spec"]["size"]) * int(p["spec"]["gpusPerPod"]) for p in placements)
-
-    def counted() -> dict[str, Any] | None:
-        found: dict[str, Any] = api.call("GET", _topology_path(topology_name))
-        gpus = (found.get("status") or {}).get("gpus") or {}
-        return found if gpus.get("free") == gpus.get("total", 0) - used else None
-
-    topology = _wait(f"FabricTopology {topology_name} status to count {used} GPUs in use", counted,
-                     options.timeout, operator)
-    placements.sort(key=lambda p: order.index(p["metadata"]["name"]))
-    return placements, topology
 
 
 def up(options: DemoOptions = DemoOptions(), say: Callable[[str], None] = print) -> Tour:
@@ -354,14 +240,19 @@ def up(options: DemoOptions = DemoOptions(), say: Callable[[str], None] = print)
         children.append(child)
         timings["operator"] = time.monotonic() - t
         t = time.monotonic()
-        placements, status = _place_jobs(api, options, jobs, topology["metadata"]["name"], operator, say)
-        pod_group = demo_workloads.run_pod_group(
-            api, options.namespace, lambda what, check: _wait(what, check, options.timeout, operator))
+        topology_path = _topology_path(topology["metadata"]["name"])
+        placements, status = demo_jobs.place_jobs(
+            api, options.namespace, options.timeout, jobs, topology_path, operator, say)
+
+        def wait(what: str, check: Callable[[], Any]) -> Any:
+            return demo_jobs.wait(what, check, options.timeout, operator)
+
+        pod_group = demo_workloads.run_pod_group(api, options.namespace, wait)
         timings["jobs"] = time.monotonic() - t
         result = Tour(
             dir=plane.dir, kubeconfig=plane.kubeconfig, kubectl=plane.binaries.kubectl, health_address=health,
             extender_address=extender, namespace=options.namespace, topology=status, placements=placements,
-            pods=_pods(api, options.namespace), nodes=api.call("GET", "/api/v1/nodes")["items"],
+            pods=demo_jobs.pods_of(api, options.namespace), nodes=api.call("GET", "/api/v1/nodes")["items"],
             timings=timings, operator=operator, _children=children, pod_group=pod_group,
         )
         result.last_act = _last_act(api, plane.kubeconfig, options, placements, operator, say)
@@ -382,7 +273,7 @@ def _last_act(api: rest.Client, kubeconfig: Path, options: DemoOptions,
     say("==> Degrading a host under the widest running job, with fabricsched explain before and after")
 
     def wait(what: str, check: Callable[[], Any], timeout: float) -> Any:
-        return _wait(what, check, timeout, operator)
+        return demo_jobs.wait(what, check, timeout, operator)
 
     return degradation.run(api, kubeconfig, options.namespace, placements, wait, options.timeout)
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from fabricsched.cluster import demo, errors, samples, tour
+from fabricsched.cluster import demo, demo_jobs, errors, samples, tour
 
 LEAF, SPINE = samples.TOPOGRAPH.leaf, samples.TOPOGRAPH.spine
 
@@ -104,8 +104,8 @@ def test_demo_nodes_degrade_exactly_the_named_host() -> None:
 
 
 def test_the_demo_jobs_are_indexed_gpu_jobs_for_the_fabricsched_scheduler(repo_root: Path) -> None:
-    jobs = demo.load_jobs(repo_root / "examples" / "demo-jobs")
-    assert [(j["metadata"]["name"], demo.gang_size(j)) for j in jobs] == [
+    jobs = demo_jobs.load_jobs(repo_root / "examples" / "demo-jobs")
+    assert [(j["metadata"]["name"], demo_jobs.gang_size(j)) for j in jobs] == [
         ("train-4", 4), ("train-6", 6), ("eval-1", 1)]
     for job in jobs:
         assert job["spec"]["completionMode"] == "Indexed"
@@ -117,7 +117,7 @@ def test_the_demo_jobs_are_indexed_gpu_jobs_for_the_fabricsched_scheduler(repo_r
 def test_a_jobs_folder_with_another_kind_is_refused(tmp_path: Path) -> None:
     (tmp_path / "pod.yaml").write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n")
     with pytest.raises(errors.ClusterError, match="expected Job manifests"):
-        demo.load_jobs(tmp_path)
+        demo_jobs.load_jobs(tmp_path)
 
 
 @pytest.mark.parametrize(("spec", "size"), [
@@ -127,7 +127,7 @@ def test_a_jobs_folder_with_another_kind_is_refused(tmp_path: Path) -> None:
     pytest.param({"parallelism": 4}, 4, id="completions default to parallelism"),
 ])
 def test_gang_size_is_the_pods_running_at_once(spec: dict[str, int], size: int) -> None:
-    assert demo.gang_size({"spec": spec}) == size
+    assert demo_jobs.gang_size({"spec": spec}) == size
 
 
 def test_a_taken_port_is_replaced_by_a_free_one() -> None:
