@@ -83,6 +83,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     gen.add_argument("--load", type=float, default=0.8, help="offered load: GPU-seconds asked per GPU-second")
     gen.add_argument("--seed", type=int, default=0)
     gen.add_argument("--mix", default=traces.DEFAULT_MIX, help="PODSxGPUS[@TIER]:WEIGHT,... (by job count)")
+    gen.add_argument("--priority-mix", metavar="PRIORITY:WEIGHT,...",
+                     help="add a priority column drawn from this mix (by job count), "
+                     "e.g. 0:70,100:25,1000:5")
     gen.add_argument("--duration-dist", default=traces.DEFAULT_DURATION,
                      help="lognormal:median=S,sigma=X | exp:mean=S | fixed:S")
     gen.add_argument("--out", type=Path, required=True)
@@ -149,6 +152,8 @@ def simulate(args: argparse.Namespace) -> int:
         target.write_text(json.dumps(documents[name], indent=1) + "\n", encoding="utf-8")
     if not args.quiet:
         print(report.table({n: d["summary"] for n, d in documents.items()}))
+        if all("by_priority" in d["summary"] for d in documents.values()):
+            print(report.priority_table({n: d["summary"]["by_priority"] for n, d in documents.items()}))
     title = f"{fabric_name(args.topology)}: {args.jobs.name}"
     if args.plot is not None:
         try:
@@ -180,6 +185,7 @@ def generate_trace(args: argparse.Namespace) -> int:
     try:
         mix = traces.parse_mix(args.mix)
         duration = traces.parse_duration(args.duration_dist)
+        priorities = traces.parse_priorities(args.priority_mix) if args.priority_mix else ()
     except ValueError as e:
         return _fail(str(e))
     if args.jobs < 1 or args.load <= 0:
@@ -195,7 +201,7 @@ def generate_trace(args: argparse.Namespace) -> int:
         total = args.gpus
     if total <= 0:
         return _fail("the cluster has no GPUs")
-    options = traces.TraceOptions(args.jobs, total, args.load, args.seed, mix, duration, max_pods)
+    options = traces.TraceOptions(args.jobs, total, args.load, args.seed, mix, duration, priorities, max_pods)
     try:
         jobs = traces.generate(options)
     except ValueError as e:

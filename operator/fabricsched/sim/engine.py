@@ -101,6 +101,7 @@ class Simulation:
         if not (math.isfinite(checkpoint_s) and checkpoint_s >= 0):
             raise ValueError(f"checkpoint interval must be finite and >= 0, got {checkpoint_s}")
         self.checkpoint_s = checkpoint_s
+        self._lowest = min(j.rank for j in scn.jobs)
         self._left: dict[int, float] = {}
         """Work (unstretched seconds) a preempted job still has to do."""
         self._earlier: dict[int, list[results.Span]] = {}
@@ -230,6 +231,9 @@ class Simulation:
             ranks: policies.Placed = None
             if self.free.slots[job.gpus_per_pod] >= job.pods and failed.get(shape, math.inf) > job.pods:
                 waited = self.session.clocks.waited(_key(i), job.submit_s, now)  # counted from submission
+                if self.preempter is not None and job.rank > self._lowest:
+                    # Never held for locality: it would wait while lower-priority jobs start.
+                    waited = math.inf
                 ranks = self.policy.place(self.snapshot, self.free.gpus, self.traffic, job, waited)
                 if ranks is None:
                     failed[shape] = min(failed.get(shape, job.pods), job.pods)
