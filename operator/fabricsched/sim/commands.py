@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -41,7 +42,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     sim.add_argument("--nodes", required=True, type=Path, help="NodeList YAML (kubectl get nodes -o yaml)")
     sim.add_argument("--topology", required=True, type=Path, help="FabricTopology YAML")
     sim.add_argument("--jobs", required=True, type=Path,
-                     help="CSV: name,submit_s,pods,gpus_per_pod,duration_s,required_tier")
+                     help="CSV: name,submit_s,pods,gpus_per_pod,duration_s,required_tier[,priority]")
     sim.add_argument("--events", type=Path, help="CSV: time_s,target_kind,target,state,capacity")
     sim.add_argument("--policy", choices=policies.POLICY_NAMES, default="fabric")
     sim.add_argument("--seed", type=int, default=0, help="seed of the default and random policies' choices")
@@ -53,6 +54,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     sim.add_argument("--locality-tolerance", type=float, default=wait.tolerance, metavar="FRACTION",
                      help="fabric policy: a plan within floor x (1 + this) starts at once "
                      f"(default {wait.tolerance:g})")
+    sim.add_argument("--checkpoint-interval", type=float, default=engine.DEFAULT_CHECKPOINT_S,
+                     metavar="SECONDS", help="with a priority column in the jobs: a preempted job loses "
+                     "the work since its last checkpoint, taken this often "
+                     f"(default {engine.DEFAULT_CHECKPOINT_S:g})")
     sim.add_argument("--out", required=True, type=Path,
                      help="result.json; with --compare a directory that gets result-<policy>.json each")
     sim.add_argument("--compare", action="store_true", help="run every policy and print them side by side")
@@ -78,6 +83,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     gen.add_argument("--load", type=float, default=0.8, help="offered load: GPU-seconds asked per GPU-second")
     gen.add_argument("--seed", type=int, default=0)
     gen.add_argument("--mix", default=traces.DEFAULT_MIX, help="PODSxGPUS[@TIER]:WEIGHT,... (by job count)")
+    gen.add_argument("--priority-mix", metavar="PRIORITY:WEIGHT,...",
+                     help="add a priority column drawn from this mix (by job count), "
+                     "e.g. 0:70,100:25,1000:5")
     gen.add_argument("--duration-dist", default=traces.DEFAULT_DURATION,
                      help="lognormal:median=S,sigma=X | exp:mean=S | fixed:S")
     gen.add_argument("--out", type=Path, required=True)
@@ -116,6 +124,8 @@ def simulate(args: argparse.Namespace) -> int:
         wait = request.LocalityWait(args.locality_wait, args.locality_tolerance)
     except ValueError as e:
         return _fail(str(e))
+    if not (math.isfinite(args.checkpoint_interval) and args.checkpoint_interval >= 0):
+        return _fail(f"--checkpoint-interval must be finite and >= 0, got {args.checkpoint_interval}")
     names = list(policies.POLICY_NAMES) if args.compare else [args.policy]
     if args.compare:
         if args.out.exists() and not args.out.is_dir():
@@ -126,7 +136,8 @@ def simulate(args: argparse.Namespace) -> int:
     total_gpus = 0
     for name in names:
         bar = report.ProgressBar(name) if not args.quiet else None
-        run = engine.simulate(scn, policies.make(name, args.seed, wait), bar)
+        policy = policies.make(name, args.seed, wait)
+        run = engine.simulate(scn, policy, bar, args.seed, args.checkpoint_interval)
         if bar is not None:
             bar.close()
         total_gpus = run.total_gpus
@@ -141,6 +152,8 @@ def simulate(args: argparse.Namespace) -> int:
         target.write_text(json.dumps(documents[name], indent=1) + "\n", encoding="utf-8")
     if not args.quiet:
         print(report.table({n: d["summary"] for n, d in documents.items()}))
+        if all("by_priority" in d["summary"] for d in documents.values()):
+            print(report.priority_table({n: d["summary"]["by_priority"] for n, d in documents.items()}))
     title = f"{fabric_name(args.topology)}: {args.jobs.name}"
     if args.plot is not None:
         try:
@@ -172,6 +185,7 @@ def generate_trace(args: argparse.Namespace) -> int:
     try:
         mix = traces.parse_mix(args.mix)
         duration = traces.parse_duration(args.duration_dist)
+        priorities = traces.parse_priorities(args.priority_mix) if args.priority_mix else ()
     except ValueError as e:
         return _fail(str(e))
     if args.jobs < 1 or args.load <= 0:
@@ -187,7 +201,7 @@ def generate_trace(args: argparse.Namespace) -> int:
         total = args.gpus
     if total <= 0:
         return _fail("the cluster has no GPUs")
-    options = traces.TraceOptions(args.jobs, total, args.load, args.seed, mix, duration, max_pods)
+    options = traces.TraceOptions(args.jobs, total, args.load, args.seed, mix, duration, priorities, max_pods)
     try:
         jobs = traces.generate(options)
     except ValueError as e:

@@ -28,6 +28,7 @@ constraint, no larger, already failed in this pass (a held job is no failure: it
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import math
 from collections.abc import Callable
@@ -35,7 +36,7 @@ from dataclasses import dataclass
 
 from fabricsched import ids
 from fabricsched.placement import capacity, patience, request, session
-from fabricsched.sim import policies, records, results, scenario
+from fabricsched.sim import policies, preempting, records, results, scenario
 from fabricsched.topology import fabric, health
 
 _END, _HEALTH, _SUBMIT, _WAIT_OVER = 0, 1, 2, 3
@@ -44,10 +45,19 @@ Progress = Callable[[int, int], None]
 """Called with (jobs finished or started so far, jobs in all) as the run advances."""
 
 
+DEFAULT_CHECKPOINT_S = 1800.0
+"""How often a job saves its work: a preempted job loses what it did since its last save."""
+
+_MAX_ROUNDS = 64
+"""Passes at one timestamp after preemptions put victims back in the queue (a bound, never
+reached in practice: each round needs a strictly higher priority to evict)."""
+
+
 @dataclass
 class _Running:
     index: int
     ranks: tuple[ids.NodeName, ...]
+    end_s: float = math.inf
 
 
 class _Free:
@@ -81,9 +91,22 @@ class _Free:
 class Simulation:
     """One run of one policy over one scenario. Pure: no files, no clock."""
 
-    def __init__(self, scn: scenario.Scenario, policy: policies.Policy) -> None:
+    def __init__(self, scn: scenario.Scenario, policy: policies.Policy, seed: int = 0,
+                 checkpoint_s: float = DEFAULT_CHECKPOINT_S) -> None:
         self.scn = scn
         self.policy = policy
+        prioritised = any(j.priority is not None for j in scn.jobs)
+        self.preempter = preempting.make(policy, seed) if prioritised else None
+        """Only a trace with priorities ever preempts: without, every job is equal."""
+        if not (math.isfinite(checkpoint_s) and checkpoint_s >= 0):
+            raise ValueError(f"checkpoint interval must be finite and >= 0, got {checkpoint_s}")
+        self.checkpoint_s = checkpoint_s
+        self._lowest = min(j.rank for j in scn.jobs)
+        self._left: dict[int, float] = {}
+        """Work (unstretched seconds) a preempted job still has to do."""
+        self._earlier: dict[int, list[results.Span]] = {}
+        self._lost: dict[int, float] = {}
+        self._requeued: list[int] = []
         self.index = scn.new_index()
         self.tracker = health.HealthTracker(
             scn.spec.health.recover_after_seconds, scn.spec.health.degraded_capacity)
@@ -122,8 +145,7 @@ class Simulation:
             while self.heap and self.heap[0][0] == now:
                 _, kind, _, payload = heapq.heappop(self.heap)
                 if kind == _END:
-                    self._end(payload)
-                    capacity_back = True
+                    capacity_back |= self._end(now, payload)
                 elif kind == _HEALTH:
                     capacity_back |= self._health(now, payload)
                 elif kind == _SUBMIT:
@@ -139,14 +161,26 @@ class Simulation:
                 tried = [i for i in queue if i in over]
             else:
                 tried = arrived
-            started = self._pass(now, tried)
-            if started:
-                queue = [i for i in queue if i not in started]
-                done += len(started)
-                if progress is not None:
-                    progress(done, len(self.scn.jobs))
+            for _ in range(_MAX_ROUNDS):
+                started = self._pass(now, tried)
+                if started:
+                    queue = [i for i in queue if i not in started]
+                    done += len(started)
+                    if progress is not None:
+                        progress(min(done, len(self.scn.jobs)), len(self.scn.jobs))
+                if not self._requeued:
+                    break
+                # Victims wait again, and what their eviction freed beyond the preemptor's
+                # needs is capacity back for everyone queued.
+                queue.extend(self._requeued)
+                self._requeued.clear()
+                tried = queue
+            queue.extend(self._requeued)  # only when the rounds ran out
+            self._requeued.clear()
         structure = self.scn.structure
-        return results.Run(self.policy.name, tuple(self.outcomes),
+        outcomes = tuple(dataclasses.replace(o, earlier=tuple(self._earlier[i]), lost_gpu_s=self._lost[i])
+                         if i in self._earlier else o for i, o in enumerate(self.outcomes))
+        return results.Run(self.policy.name, outcomes,
                            sum(h.gpus for h in structure.hosts.values()), structure.tiers[0].name)
 
     def _initial_health(self, now: float) -> None:
@@ -188,16 +222,31 @@ class Simulation:
     def _pass(self, now: float, tried: list[int]) -> set[int]:
         started: set[int] = set()
         failed: dict[tuple[int, str | None], int] = {}
+        unpreempted: dict[tuple[int, str | None, int], int] = {}
+        if self.preempter is not None:  # the kube-scheduler's queue: highest priority first
+            tried = sorted(tried, key=lambda i: (-self.scn.jobs[i].rank, i))
         for i in tried:
             job = self.scn.jobs[i]
             shape = (job.gpus_per_pod, job.required_tier)
-            if self.free.slots[job.gpus_per_pod] < job.pods or failed.get(shape, math.inf) <= job.pods:
-                continue
-            waited = self.session.clocks.waited(_key(i), job.submit_s, now)  # counted from submission
-            ranks = self.policy.place(self.snapshot, self.free.gpus, self.traffic, job, waited)
+            ranks: policies.Placed = None
+            if self.free.slots[job.gpus_per_pod] >= job.pods and failed.get(shape, math.inf) > job.pods:
+                waited = self.session.clocks.waited(_key(i), job.submit_s, now)  # counted from submission
+                if self.preempter is not None and job.rank > self._lowest:
+                    # Never held for locality: it would wait while lower-priority jobs start.
+                    waited = math.inf
+                ranks = self.policy.place(self.snapshot, self.free.gpus, self.traffic, job, waited)
+                if ranks is None:
+                    failed[shape] = min(failed.get(shape, job.pods), job.pods)
             if ranks is None:
-                failed[shape] = min(failed.get(shape, job.pods), job.pods)
-                continue
+                key = (*shape, job.rank)
+                if self.preempter is None or unpreempted.get(key, math.inf) <= job.pods:
+                    continue
+                ranks = self._preempt(now, i)
+                if ranks is None:
+                    unpreempted[key] = min(unpreempted.get(key, job.pods), job.pods)
+                    continue
+                failed.clear()  # the evictions gave capacity back
+                unpreempted.clear()
             if isinstance(ranks, patience.Wait):
                 self._hold(now, i, ranks)
                 continue
@@ -224,8 +273,8 @@ class Simulation:
         spanned = {str(snap.tiers[t].name): n for t, n in _spanned(snap, ranks).items()}
         self.free.take(ranks, job.gpus_per_pod)
         self.session.running.start(_key(i), snap, ranks, job.gpus_per_pod)
-        self.running[i] = _Running(i, ranks)
-        end = now + job.duration_s * slowdown
+        end = now + self._left.get(i, job.duration_s) * slowdown
+        self.running[i] = _Running(i, ranks, end)
         self.session.clocks.forget(_key(i))
         held = self._held_since.pop(i, None)
         self._wait_over.pop(i, None)
@@ -239,11 +288,52 @@ class Simulation:
         if math.isfinite(end):
             heapq.heappush(self.heap, (end, _END, i, i))
 
-    def _end(self, i: int) -> None:
+    def _end(self, now: float, i: int) -> bool:
+        """End job ``i``'s run; False for the end of a run a preemption cut short."""
+        if i not in self.running or self.running[i].end_s != now:
+            return False
+        self._release(i)
+        return True
+
+    def _release(self, i: int) -> None:
         gone = self.running.pop(i)
         job = self.scn.jobs[i]
         self.free.give(gone.ranks, job.gpus_per_pod)
         self.session.running.end(_key(i), self.snapshot)
+
+    # -- preemption -----------------------------------------------------------------------
+
+    def _preempt(self, now: float, i: int) -> tuple[ids.NodeName, ...] | None:
+        """Evict what the policy chooses for job ``i``, which fits nowhere; its ranks, or None."""
+        assert self.preempter is not None
+        jobs = self.scn.jobs
+        running = [preempting.Victim(r.index, jobs[r.index].rank, r.ranks, jobs[r.index].gpus_per_pod,
+                                     self.outcomes[r.index].start_s or 0.0) for r in self.running.values()]
+        job = self.scn.jobs[i]
+        if not any(v.priority < job.rank for v in running):
+            return None
+        eviction = self.preempter.preempt(self.snapshot, self.free.gpus, self.traffic, job, running, now)
+        if eviction is None:
+            return None
+        for v in eviction.victims:
+            if jobs[v].rank >= job.rank:  # a broken policy, not a result
+                raise RuntimeError(f"policy {self.policy.name} preempted {jobs[v].name} for {job.name}")
+            self._evict(now, v, job.name)
+        return eviction.ranks
+
+    def _evict(self, now: float, v: int, by: str) -> None:
+        """Job ``v`` stops now: it keeps the work up to its last checkpoint and waits again."""
+        outcome, job = self.outcomes[v], self.scn.jobs[v]
+        start, slowdown = outcome.start_s or 0.0, outcome.comm_slowdown or 1.0
+        ran = now - start
+        saved = ran if self.checkpoint_s <= 0 else ran // self.checkpoint_s * self.checkpoint_s
+        left = self._left.get(v, job.duration_s)
+        self._left[v] = max(left - saved / slowdown, 1e-9)
+        self._lost[v] = self._lost.get(v, 0.0) + (ran - saved) * job.pods * job.gpus_per_pod
+        self._earlier.setdefault(v, []).append(results.Span(start, now, outcome.placement, by))
+        self._release(v)
+        self.outcomes[v] = dataclasses.replace(outcome, end_s=now)
+        self._requeued.append(v)
 
     # -- figures the summary needs --------------------------------------------------------
 
@@ -272,6 +362,7 @@ def _key(job: int) -> ids.GangKey:
 
 
 def simulate(
-    scn: scenario.Scenario, policy: policies.Policy, progress: Progress | None = None
+    scn: scenario.Scenario, policy: policies.Policy, progress: Progress | None = None, seed: int = 0,
+    checkpoint_s: float = DEFAULT_CHECKPOINT_S,
 ) -> results.Run:
-    return Simulation(scn, policy).run(progress)
+    return Simulation(scn, policy, seed, checkpoint_s).run(progress)

@@ -18,6 +18,10 @@ from fabricsched.api import topology as api
 from fabricsched.sim import errors
 
 JOB_COLUMNS = ("name", "submit_s", "pods", "gpus_per_pod", "duration_s", "required_tier")
+PRIORITY_COLUMN = "priority"
+"""Optional last column of the job trace: the job's priority (an integer, empty = 0)."""
+MIN_PRIORITY, MAX_PRIORITY = -2_147_483_648, 1_000_000_000
+"""The range of a PriorityClass's value (above it: the system classes)."""
 EVENT_COLUMNS = ("time_s", "target_kind", "target", "state", "capacity")
 
 
@@ -35,6 +39,13 @@ class Job:
     """Tier name the whole gang must fit inside one domain of; None = preferred lowest tier."""
     line: int = 0
     """Line in the trace file, so later checks against the fabric can point at the row."""
+    priority: int | None = None
+    """None when the trace has no priority column (every job then counts as 0)."""
+
+    @property
+    def rank(self) -> int:
+        """The priority preemption compares: 0 without a priority column."""
+        return 0 if self.priority is None else self.priority
 
 
 @dataclass(frozen=True)
@@ -59,8 +70,13 @@ class HealthEvent:
         return str(self.node) if self.kind == "node" else f"{self.tier}/{self.domain}"
 
 
-def _rows(path: Path, columns: tuple[str, ...]) -> Iterator[tuple[int, list[str]]]:
-    """Data rows with their line numbers; blank lines and ``#`` comment lines are skipped."""
+def _rows(
+    path: Path, columns: tuple[str, ...], optional: tuple[str, ...] = ()
+) -> Iterator[tuple[int, list[str]]]:
+    """Data rows with their line numbers; blank lines and ``#`` comment lines are skipped.
+
+    The header is ``columns``, or ``columns`` and then ``optional``: every row has as many
+    cells as the header."""
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as e:
@@ -71,14 +87,15 @@ def _rows(path: Path, columns: tuple[str, ...]) -> Iterator[tuple[int, list[str]
         raise errors.SimInputError(path, 0, f"empty file; expected the header {','.join(columns)}")
     header_line, header = lines[0]
     found = tuple(cell.strip() for cell in next(csv.reader([header])))
-    if found != columns:
+    if found not in (columns, columns + optional):
+        also = f" (then {','.join(optional)!r})" if optional else ""
         raise errors.SimInputError(
-            path, header_line, f"bad header {','.join(found)!r}; expected {','.join(columns)!r}")
+            path, header_line, f"bad header {','.join(found)!r}; expected {','.join(columns)!r}{also}")
     for n, line in lines[1:]:
         cells = [cell.strip() for cell in next(csv.reader([line]))]
-        if len(cells) != len(columns):
+        if len(cells) != len(found):
             raise errors.SimInputError(
-                path, n, f"{len(cells)} columns, expected {len(columns)} ({','.join(columns)})")
+                path, n, f"{len(cells)} columns, expected {len(found)} ({','.join(found)})")
         yield n, cells
 
 
@@ -98,7 +115,8 @@ def read_jobs(path: str | Path) -> list[Job]:
     path = Path(path)
     jobs: list[Job] = []
     seen: dict[str, int] = {}
-    for n, (name, submit, pods, gpus, duration, tier) in _rows(path, JOB_COLUMNS):
+    for n, cells in _rows(path, JOB_COLUMNS, (PRIORITY_COLUMN,)):
+        name, submit, pods, gpus, duration, tier = cells[:6]
         if not name:
             raise errors.SimInputError(path, n, "name is empty")
         if name in seen:
@@ -112,6 +130,7 @@ def read_jobs(path: str | Path) -> list[Job]:
             duration_s=_number(path, n, "duration_s", duration),
             required_tier=tier or None,
             line=n,
+            priority=_priority(path, n, cells[6]) if len(cells) > 6 else None,
         )
         if job.submit_s < 0:
             raise errors.SimInputError(path, n, f"submit_s must be >= 0, got {submit}")
@@ -123,6 +142,16 @@ def read_jobs(path: str | Path) -> list[Job]:
     if not jobs:
         raise errors.SimInputError(path, 0, "no jobs")
     return jobs
+
+
+def _priority(path: Path, line: int, cell: str) -> int:
+    if not cell:
+        return 0
+    value = int(_number(path, line, PRIORITY_COLUMN, cell, integer=True))
+    if not MIN_PRIORITY <= value <= MAX_PRIORITY:
+        raise errors.SimInputError(
+            path, line, f"priority must be in [{MIN_PRIORITY}, {MAX_PRIORITY}], got {cell}")
+    return value
 
 
 def read_events(path: str | Path) -> list[HealthEvent]:

@@ -45,10 +45,35 @@ def _cell(value: float | int | None, fmt: str) -> str:
     return f"{value:.{fmt[1:]}f}"
 
 
+PRIORITY_ROWS: tuple[tuple[str, str, str], ...] = (
+    ("jobs", "jobs", "int"),
+    ("wait_mean_s", "wait mean (s)", "f0"),
+    ("wait_p95_s", "wait p95 (s)", "f0"),
+    ("stretch_mean", "stretch mean", "f2"),
+    ("stretch_p95", "stretch p95", "f2"),
+    ("preemptions", "preemptions suffered", "int"),
+    ("gpu_hours_lost", "GPU-hours lost", "f1"),
+)
+"""Per priority class (``results.by_priority``): stretch is time in the system over duration."""
+
+
+def priority_table(by_priority: Mapping[str, Mapping[str, Summary]], markdown: bool = False) -> str:
+    """Per priority class (highest first) and metric as rows, policies as columns."""
+    names = list(by_priority)
+    classes = sorted({p for n in names for p in by_priority[n]}, key=int, reverse=True)
+    rows = [[f"priority {p}: {label}", *(_cell(by_priority[n].get(p, {}).get(key), fmt) for n in names)]
+            for p in classes for key, label, fmt in PRIORITY_ROWS]
+    return _render(names, rows, markdown)
+
+
 def table(summaries: Mapping[str, Summary], markdown: bool = False) -> str:
     """Metrics as rows, policies as columns, in the order given."""
     names = list(summaries)
     rows = [[label, *(_cell(summaries[n].get(key), fmt) for n in names)] for key, label, fmt in ROWS]
+    return _render(names, rows, markdown)
+
+
+def _render(names: list[str], rows: list[list[str]], markdown: bool) -> str:
     header = ["", *names]
     if markdown:
         lines = ["| " + " | ".join(header) + " |", "|" + "---|" + "---:|" * len(names)]

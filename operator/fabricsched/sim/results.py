@@ -12,6 +12,17 @@ from fabricsched.sim import records
 
 
 @dataclass(frozen=True)
+class Span:
+    """One run of a job: from its start to its end, or to its preemption."""
+
+    start_s: float
+    end_s: float
+    placement: tuple[ids.NodeName, ...]
+    preempted_by: str | None = None
+    """The name of the job that preempted this run; None for a run that ended."""
+
+
+@dataclass(frozen=True)
 class Outcome:
     """What happened to one job; a job that never started has ``start_s`` None."""
 
@@ -35,6 +46,29 @@ class Outcome:
     waited_for_locality_s: float = 0.0
     """From the first time the policy held the job although it fit (waiting for locality)
     until it started; part of its wait, 0 when never held."""
+    earlier: tuple[Span, ...] = ()
+    """The runs before the last one, each ended by a preemption."""
+    lost_gpu_s: float = 0.0
+    """GPU-seconds of work its preemptions threw away (since each one's last checkpoint)."""
+
+    @property
+    def runs(self) -> tuple[Span, ...]:
+        """Every run, the last one included (when it started)."""
+        if self.start_s is None or self.end_s is None:
+            return self.earlier
+        return (*self.earlier, Span(self.start_s, self.end_s, self.placement))
+
+    @property
+    def waited_s(self) -> float | None:
+        """Time spent queued: before the first run and between runs; None if it never started."""
+        if self.start_s is None:
+            return None
+        if not self.earlier:
+            return self.start_s - self.job.submit_s
+        gaps = self.earlier[0].start_s - self.job.submit_s
+        for before, after in zip(self.earlier, (*self.earlier[1:], None), strict=True):
+            gaps += (after.start_s if after is not None else self.start_s) - before.end_s
+        return gaps
 
     @property
     def started(self) -> bool:
@@ -72,14 +106,13 @@ def _mean(values: Sequence[float]) -> float:
 def summarize(run: Run) -> dict[str, float | int]:
     """The figures of docs/benchmark.md; gang figures cover started jobs of more than one pod."""
     started = [o for o in run.outcomes if o.started]
-    waits = [o.start_s - o.job.submit_s for o in started if o.start_s is not None]
+    waits = [o.waited_s for o in started if o.waited_s is not None]
     gangs = [o for o in started if o.gang]
     slowdowns = [o.comm_slowdown for o in gangs if o.comm_slowdown is not None]
     ends = [o.end_s for o in started if o.end_s is not None]
     first = min(o.job.submit_s for o in run.outcomes)
     makespan = max(ends) - first if ends else 0.0
-    busy = sum((o.end_s - o.start_s) * o.job.pods * o.job.gpus_per_pod
-               for o in started if o.end_s is not None and o.start_s is not None)
+    busy = sum((r.end_s - r.start_s) * o.job.pods * o.job.gpus_per_pod for o in started for r in o.runs)
     work = sum(o.job.duration_s * o.job.pods * o.job.gpus_per_pod for o in started)
     leaf_fit = [o for o in gangs if o.fits_one_leaf]
     in_leaf = [o for o in leaf_fit if o.domains_spanned.get(run.lowest_tier, 0) == 1]
@@ -113,8 +146,11 @@ def _number(value: float) -> float | None:
 
 
 def document(run: Run) -> dict[str, Any]:
-    """result.json: ``{"policy", "jobs": [...], "summary": {...}}``."""
-    jobs = [
+    """result.json: ``{"policy", "jobs": [...], "summary": {...}}``.
+
+    A trace with a priority column adds, per job, ``priority``, ``runs`` and ``lost_gpu_s``,
+    and the summary ``by_priority``; a trace without one gives the document it always gave."""
+    jobs: list[dict[str, Any]] = [
         {
             "name": o.job.name,
             "submit_s": o.job.submit_s,
@@ -130,8 +166,39 @@ def document(run: Run) -> dict[str, Any]:
         }
         for o in run.outcomes
     ]
-    summary = {k: v if isinstance(v, int) else _number(v) for k, v in summarize(run).items()}
+    summary: dict[str, Any] = {k: v if isinstance(v, int) else _number(v) for k, v in summarize(run).items()}
+    if any(o.job.priority is not None for o in run.outcomes):
+        for entry, o in zip(jobs, run.outcomes, strict=True):
+            entry["priority"] = o.job.rank
+            entry["runs"] = [{"start_s": r.start_s, "end_s": _number(r.end_s), "placement": list(r.placement),
+                              "preempted_by": r.preempted_by} for r in o.runs]
+            entry["lost_gpu_s"] = o.lost_gpu_s
+        summary["by_priority"] = {str(p): {k: v if isinstance(v, int) else _number(v) for k, v in f.items()}
+                                  for p, f in by_priority(run).items()}
     return {"policy": run.policy, "jobs": jobs, "summary": summary}
+
+
+def by_priority(run: Run) -> dict[int, dict[str, float | int]]:
+    """Per priority class, highest first: waits, stretch (time in system over duration),
+    preemptions suffered and GPU-hours lost."""
+    classes: dict[int, list[Outcome]] = {}
+    for o in run.outcomes:
+        classes.setdefault(o.job.rank, []).append(o)
+    out: dict[int, dict[str, float | int]] = {}
+    for priority in sorted(classes, reverse=True):
+        members = classes[priority]
+        waits = [o.waited_s for o in members if o.waited_s is not None]
+        stretch = [(o.end_s - o.job.submit_s) / o.job.duration_s for o in members if o.end_s is not None]
+        out[priority] = {
+            "jobs": len(members),
+            "wait_mean_s": _mean(waits),
+            "wait_p95_s": percentile(waits, 95),
+            "stretch_mean": _mean(stretch),
+            "stretch_p95": percentile(stretch, 95),
+            "preemptions": sum(len(o.earlier) for o in members),
+            "gpu_hours_lost": sum(o.lost_gpu_s for o in members) / 3600,
+        }
+    return out
 
 
 def utilisation_series(jobs: Sequence[Mapping[str, Any]], total_gpus: int) -> list[tuple[float, float]]:

@@ -61,6 +61,9 @@ class TraceOptions:
     seed: int = 0
     mix: tuple[MixEntry, ...] = ()
     duration: DurationDist = DurationDist("lognormal", (("median", 3600.0), ("sigma", 1.0)))
+    priorities: tuple[tuple[int, float], ...] = ()
+    """(priority, weight by job count); empty: no priority column. Drawn from a random stream
+    of its own, so a trace with a mix is the trace without one plus the column."""
     max_pods: dict[tuple[str | None, int], int] | None = None
     """The most pods of a size one domain of a tier holds (key (tier name, gpus_per_pod)) or the
     whole cluster (key (None, gpus_per_pod)); mix entries that could never fit are dropped."""
@@ -83,6 +86,25 @@ def parse_mix(text: str) -> tuple[MixEntry, ...]:
         entries.append(entry)
     if not entries or sum(e.weight for e in entries) <= 0:
         raise ValueError("the mix needs at least one entry with a positive weight")
+    return tuple(entries)
+
+
+def parse_priorities(text: str) -> tuple[tuple[int, float], ...]:
+    """``"0:70,100:25,1000:5"`` -> ((0, 70.0), ...); raises ValueError with the bad part."""
+    entries: list[tuple[int, float]] = []
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        try:
+            value, weight = part.split(":")
+            entry = (int(value), float(weight))
+        except ValueError:
+            raise ValueError(
+                f"bad priority mix entry {part!r}; expected PRIORITY:WEIGHT, e.g. 1000:5") from None
+        if not records.MIN_PRIORITY <= entry[0] <= records.MAX_PRIORITY or not entry[1] >= 0:
+            raise ValueError(f"bad priority mix entry {part!r}: priority in "
+                             f"[{records.MIN_PRIORITY}, {records.MAX_PRIORITY}], weight >= 0")
+        entries.append(entry)
+    if not entries or sum(w for _, w in entries) <= 0:
+        raise ValueError("the priority mix needs at least one entry with a positive weight")
     return tuple(entries)
 
 
@@ -133,11 +155,17 @@ def generate(options: TraceOptions) -> list[records.Job]:
     horizon = work / (options.load * options.total_gpus)
     gap = horizon / options.jobs
     width = len(str(options.jobs))
+    priorities: list[int | None] = [None] * options.jobs
+    if options.priorities:
+        own = random.Random(f"{options.seed}/priority")
+        values = [p for p, _ in options.priorities]
+        chances = [w for _, w in options.priorities]
+        priorities = list(own.choices(values, weights=chances, k=options.jobs))
     jobs: list[records.Job] = []
     now = 0.0
     for i, (shape, duration) in enumerate(zip(shapes, durations, strict=True)):
         jobs.append(records.Job(f"job-{i:0{width}d}", round(now, 1), shape.pods, shape.gpus_per_pod,
-                                round(duration, 1), shape.required_tier))
+                                round(duration, 1), shape.required_tier, priority=priorities[i]))
         now += rng.expovariate(1.0 / gap)
     return jobs
 
@@ -146,7 +174,9 @@ def to_csv(jobs: Sequence[records.Job]) -> str:
     """The job trace file ``records.read_jobs`` reads back."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(records.JOB_COLUMNS)
+    prioritised = any(j.priority is not None for j in jobs)
+    writer.writerow(records.JOB_COLUMNS + ((records.PRIORITY_COLUMN,) if prioritised else ()))
     for j in jobs:
-        writer.writerow([j.name, j.submit_s, j.pods, j.gpus_per_pod, j.duration_s, j.required_tier or ""])
+        row: list[object] = [j.name, j.submit_s, j.pods, j.gpus_per_pod, j.duration_s, j.required_tier or ""]
+        writer.writerow([*row, j.rank] if prioritised else row)
     return out.getvalue()

@@ -1,0 +1,220 @@
+"""The victim search of ``preemption``: per candidate domain, the set whose eviction lets the gang fit.
+
+Sets are ranked by (1) the highest victim priority, lowest first; (2) GPUs evicted, fewest
+first; (3) workloads disrupted, fewest first; (4) progress lost (GPUs x running time), least
+first; (5) the plan's own preferences: healthy path, lowest comm_slowdown, best fit (least
+room left in the domain), then the domain's name.
+
+The search is bounded, not exhaustive (the exact choice is a knapsack per domain):
+
+1. The domains are those of the gang's tier (its required or preferred tier; with none, the
+   lowest tier one domain of which can ever hold it; the whole fabric when none can). A domain
+   is skipped at once when its pod slots would stay too few even with every candidate gone.
+2. Criterion 1 exactly: candidates in the domain (any of their pods on its hosts) are taken
+   by priority level, lowest first, until evicting every candidate up to a level lets the
+   engine place the gang inside the domain.
+3. Then a reprieve, as the kube-scheduler's DefaultPreemption does on one node: each victim of
+   that set is kept back when the gang still fits without evicting it, most costly first. Two
+   orders are tried (largest first, and smallest first, each by priority, GPUs, progress) and
+   the better set by the ranking kept; the result is minimal: no victim can be spared.
+
+Every fit is ``placing.place`` restricted to the domain's hosts (the candidates), with the
+victims' GPUs given back: O(levels + 2 x candidates) engine calls per domain that passes the
+slot check.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from fabricsched import ids
+from fabricsched.placement import capacity, placing, reasons, request, snapshot
+from fabricsched.topology import fabric
+
+DomainKey = fabric.DomainKey
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A workload running on the fabric's hosts: a whole gang, or a single pod."""
+
+    key: ids.GangKey
+    priority: int
+    pods: tuple[tuple[ids.NodeName, int], ...]
+    """(host, GPUs) of every pod that holds GPUs on the fabric's hosts."""
+    started_s: float
+    gang: bool = True
+    """A gang (every pod of it is evicted together) rather than a single pod."""
+    protected: bool = False
+    """A PodDisruptionBudget covering its pods does not allow evicting all of them now."""
+    kueue: bool = False
+    """Managed by Kueue (label ``kueue.x-k8s.io/queue-name``)."""
+    opted_out: bool = False
+    """Its namespace keeps it out of preemption."""
+
+    @property
+    def gpus(self) -> int:
+        return sum(g for _, g in self.pods)
+
+    def progress(self, now_s: float) -> float:
+        """GPU-seconds of work since it started: what eviction throws away at worst."""
+        return self.gpus * max(0.0, now_s - self.started_s)
+
+
+@dataclass(frozen=True)
+class Choice:
+    """Evict ``victims`` (whole workloads) and place the gang on ``plan`` inside ``domain``."""
+
+    domain: DomainKey
+    """The domain cleared; the whole fabric is ``(len(tiers), "")``."""
+    victims: tuple[Workload, ...]
+    """Lowest priority first."""
+    plan: request.Plan
+    gpus_evicted: int
+    progress_lost_gpu_s: float
+
+    @property
+    def highest_priority(self) -> int:
+        return max(w.priority for w in self.victims)
+
+
+def tier_of(snap: snapshot.Snapshot, gang: request.GangRequest) -> int:
+    """The tier whose domains are cleared: the gang's, else the lowest one domain of which
+    could ever hold it; ``levels`` (the whole fabric) when none could."""
+    fab, levels = snap.fabric, snap.tree.levels
+    start = 0 if gang.tier is None else gang.tier
+    if gang.required and gang.tier is not None:
+        return gang.tier
+    for tier in range(start, levels):
+        if fab.largest_domain(tier, gang.gpus_per_pod)[1] >= gang.pods:
+            return tier
+    return levels
+
+
+def tier_name(snap: snapshot.Snapshot, gang: request.GangRequest) -> str:
+    return reasons.tier_name(snap.fabric, tier_of(snap, gang))
+
+
+def search(
+    snap: snapshot.Snapshot,
+    free: Mapping[ids.NodeName, int],
+    pool: Sequence[Workload],
+    gang: request.GangRequest,
+    now_s: float,
+    traffic: capacity.Traffic | None,
+    options: request.PlacementOptions,
+    candidates: Collection[ids.NodeName] | None,
+) -> Choice | None:
+    """The best victim set over the domains of the gang's tier; None when no domain fits."""
+    fab, index = snap.fabric, snap.tree
+    tier = tier_of(snap, gang)
+    allowed = None if candidates is None else frozenset(candidates)
+    best: tuple[tuple[object, ...], Choice] | None = None
+    for key in index.by_tier[tier]:
+        below = fab.domains[key].hosts if key in fab.domains else index.order
+        hosts = frozenset(below if allowed is None else (h for h in below if h in allowed))
+        local = [w for w in pool if any(h in hosts for h, _ in w.pods)]
+        if not local or not _room_enough(fab, free, hosts, local, gang):
+            continue
+        found = _in_domain(snap, free, hosts, local, gang, now_s, options)
+        if found is None:
+            continue
+        chosen, plan = _final(snap, free, hosts, found, gang, traffic, options)
+        room_left = sum(_freed(fab, free, found).get(h, 0) for h in hosts) - gang.pods * gang.gpus_per_pod
+        rank = (*_cost(found, now_s), plan.degraded_path, round(plan.comm_slowdown, 9), room_left, key[1])
+        if best is None or rank < best[0]:
+            best = (rank, Choice(key, chosen, plan, sum(w.gpus for w in chosen),
+                                 sum(w.progress(now_s) for w in chosen)))
+    return None if best is None else best[1]
+
+
+def _cost(chosen: Sequence[Workload], now_s: float) -> tuple[int, int, int, float]:
+    """Criteria 1-4 of a victim set."""
+    return (max(w.priority for w in chosen), sum(w.gpus for w in chosen), len(chosen),
+            round(sum(w.progress(now_s) for w in chosen), 6))
+
+
+def _room_enough(
+    fab: fabric.Fabric, free: Mapping[ids.NodeName, int], hosts: Collection[ids.NodeName],
+    local: Sequence[Workload], gang: request.GangRequest,
+) -> bool:
+    """Pod slots in the domain with every local candidate gone: a necessary condition."""
+    freed = _freed(fab, free, local)
+    return sum(freed.get(h, 0) // gang.gpus_per_pod for h in hosts) >= gang.pods
+
+
+def _freed(
+    fab: fabric.Fabric, free: Mapping[ids.NodeName, int], gone: Iterable[Workload]
+) -> dict[ids.NodeName, int]:
+    """Free GPUs once ``gone`` are evicted; never above a host's GPUs (a caller's stale count
+    must not make room that is not there)."""
+    out = dict(free)
+    for w in gone:
+        for host, gpus in w.pods:
+            if host in fab.hosts:
+                out[host] = min(fab.hosts[host].gpus, out.get(host, 0) + gpus)
+    return out
+
+
+def _fits(
+    snap: snapshot.Snapshot, free: Mapping[ids.NodeName, int], hosts: Collection[ids.NodeName],
+    gone: Iterable[Workload], gang: request.GangRequest, options: request.PlacementOptions,
+) -> bool:
+    freed = _freed(snap.fabric, free, gone)
+    return isinstance(placing.place(snap, freed, gang, None, options, hosts), request.Plan)
+
+
+def _in_domain(
+    snap: snapshot.Snapshot, free: Mapping[ids.NodeName, int], hosts: Collection[ids.NodeName],
+    local: Sequence[Workload], gang: request.GangRequest, now_s: float, options: request.PlacementOptions,
+) -> list[Workload] | None:
+    """Steps 2 and 3 of the overview in one domain: the lowest priority level that fits, reprieved."""
+    levels = sorted({w.priority for w in local})
+    for level in levels:
+        taken = [w for w in local if w.priority <= level]
+        if not _fits(snap, free, hosts, taken, gang, options):
+            continue
+        best: list[Workload] | None = None
+        for largest_first in (True, False):
+            sign = -1 if largest_first else 1
+            order = sorted(taken, key=lambda w: (-w.priority, sign * w.gpus, sign * w.progress(now_s), w.key))
+            evicted = _reprieve(snap, free, hosts, order, gang, options)
+            if best is None or _cost(evicted, now_s) < _cost(best, now_s):
+                best = evicted
+        return best
+    return None
+
+
+def _reprieve(
+    snap: snapshot.Snapshot, free: Mapping[ids.NodeName, int], hosts: Collection[ids.NodeName],
+    order: Sequence[Workload], gang: request.GangRequest, options: request.PlacementOptions,
+) -> list[Workload]:
+    """Keep back each victim, in ``order``, whose eviction the gang does not need."""
+    evicted = list(order)
+    for w in order:
+        rest = [v for v in evicted if v is not w]
+        if rest and _fits(snap, free, hosts, rest, gang, options):
+            evicted = rest
+    return evicted
+
+
+def _final(
+    snap: snapshot.Snapshot, free: Mapping[ids.NodeName, int], hosts: Collection[ids.NodeName],
+    chosen: Sequence[Workload], gang: request.GangRequest, traffic: capacity.Traffic | None,
+    options: request.PlacementOptions,
+) -> tuple[tuple[Workload, ...], request.Plan]:
+    """The victims lowest priority first, and the plan priced on the traffic without them."""
+    fab = snap.fabric
+    after = traffic.copy() if traffic is not None else None
+    if after is not None:
+        for w in chosen:
+            ranks = [h for h, _ in w.pods if h in fab.hosts]
+            if w.gang and len(ranks) > 1:
+                after.remove(fab, ranks, max(1, w.pods[0][1]))
+    plan = placing.place(snap, _freed(fab, free, chosen), gang, after, options, hosts)
+    if not isinstance(plan, request.Plan):  # _in_domain tested this very fit
+        raise AssertionError(f"victim set stopped fitting: {plan}")
+    ordered = tuple(sorted(chosen, key=lambda w: (w.priority, w.gpus, w.key)))
+    return ordered, plan
+
