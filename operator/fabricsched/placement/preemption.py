@@ -23,11 +23,11 @@ from fabricsched import ids
 from fabricsched.placement import capacity, placing, reasons, request, snapshot, victims
 
 DomainKey = victims.DomainKey
-Workload = victims.Workload
+RunningWorkload = victims.RunningWorkload
 Choice = victims.Choice
 
 
-class Policy(enum.Enum):
+class PreemptionPolicy(enum.Enum):
     """The gang's ``preemptionPolicy`` (a PriorityClass's, or a native PodGroup's)."""
 
     PREEMPT_LOWER_PRIORITY = "PreemptLowerPriority"
@@ -40,7 +40,7 @@ class Preemptor:
 
     gang: request.GangRequest
     priority: int
-    policy: Policy = Policy.PREEMPT_LOWER_PRIORITY
+    policy: PreemptionPolicy = PreemptionPolicy.PREEMPT_LOWER_PRIORITY
 
 
 @dataclass(frozen=True)
@@ -89,7 +89,7 @@ _DEFAULT_OPTIONS = Options()
 def choose(
     snap: snapshot.Snapshot,
     free: Mapping[ids.NodeName, int],
-    running: Sequence[Workload],
+    running: Sequence[RunningWorkload],
     preemptor: Preemptor,
     now_s: float,
     traffic: capacity.Traffic | None = None,
@@ -105,7 +105,7 @@ def choose(
     """
     gang = preemptor.gang
     what = reasons.gang(gang.pods, gang.gpus_per_pod)
-    if preemptor.policy is Policy.NEVER:
+    if preemptor.policy is PreemptionPolicy.NEVER:
         return NoVictims(f"preemptionPolicy Never: {what} waits for room and evicts nobody", Why.NEVER)
     blocked = _blocked(snap, free, gang, options, candidates)
     if blocked is not None:
@@ -145,12 +145,12 @@ def yielding(
     """
     gang = preemptor.gang
     what = reasons.gang(gang.pods, gang.gpus_per_pod)
-    if preemptor.policy is Policy.NEVER:
+    if preemptor.policy is PreemptionPolicy.NEVER:
         return NoVictims(f"preemptionPolicy Never: {what} takes no other gang's reservation", Why.NEVER)
     blocked = _blocked(snap, free, gang, options, candidates)
     if blocked is not None:
         return blocked
-    pool = [Workload(r.key, r.priority, r.pods, started_s=0.0)
+    pool = [RunningWorkload(r.key, r.priority, r.pods, started_s=0.0)
             for r in held if not r.bound and r.priority < preemptor.priority]
     if not pool:
         return NoVictims(f"no unbound reservation of priority < {preemptor.priority}", Why.NO_LOWER_PRIORITY)
@@ -174,11 +174,11 @@ def _blocked(
     return None
 
 
-def _protected(workload: Workload, options: Options) -> bool:
+def _protected(workload: RunningWorkload, options: Options) -> bool:
     return workload.protected or workload.opted_out or (workload.kueue and not options.evict_kueue)
 
 
-def _protected_note(lower: Sequence[Workload], options: Options) -> str:
+def _protected_note(lower: Sequence[RunningWorkload], options: Options) -> str:
     budget = sum(w.protected for w in lower)
     kueue = sum(w.kueue and not options.evict_kueue for w in lower)
     opted = sum(w.opted_out for w in lower)

@@ -36,7 +36,7 @@ DomainKey = fabric.DomainKey
 
 
 @dataclass(frozen=True)
-class Workload:
+class RunningWorkload:
     """A workload running on the fabric's hosts: a whole gang, or a single pod."""
 
     key: ids.GangKey
@@ -68,7 +68,7 @@ class Choice:
 
     domain: DomainKey
     """The domain cleared; the whole fabric is ``(len(tiers), "")``."""
-    victims: tuple[Workload, ...]
+    victims: tuple[RunningWorkload, ...]
     """Lowest priority first."""
     plan: request.Plan
     gpus_evicted: int
@@ -99,7 +99,7 @@ def tier_name(snap: snapshot.Snapshot, gang: request.GangRequest) -> str:
 def search(
     snap: snapshot.Snapshot,
     free: Mapping[ids.NodeName, int],
-    pool: Sequence[Workload],
+    pool: Sequence[RunningWorkload],
     gang: request.GangRequest,
     now_s: float,
     traffic: capacity.Traffic | None,
@@ -129,7 +129,7 @@ def search(
     return None if best is None else best[1]
 
 
-def _cost(chosen: Sequence[Workload], now_s: float) -> tuple[int, int, int, float]:
+def _cost(chosen: Sequence[RunningWorkload], now_s: float) -> tuple[int, int, int, float]:
     """Criteria 1-4 of a victim set."""
     return (max(w.priority for w in chosen), sum(w.gpus for w in chosen), len(chosen),
             round(sum(w.progress(now_s) for w in chosen), 6))
@@ -137,7 +137,7 @@ def _cost(chosen: Sequence[Workload], now_s: float) -> tuple[int, int, int, floa
 
 def _room_enough(
     fab: fabric.Fabric, free: Mapping[ids.NodeName, int], hosts: Collection[ids.NodeName],
-    local: Sequence[Workload], gang: request.GangRequest,
+    local: Sequence[RunningWorkload], gang: request.GangRequest,
 ) -> bool:
     """Pod slots in the domain with every local candidate gone: a necessary condition."""
     freed = _freed(fab, free, local)
@@ -145,7 +145,7 @@ def _room_enough(
 
 
 def _freed(
-    fab: fabric.Fabric, free: Mapping[ids.NodeName, int], gone: Iterable[Workload]
+    fab: fabric.Fabric, free: Mapping[ids.NodeName, int], gone: Iterable[RunningWorkload]
 ) -> dict[ids.NodeName, int]:
     """Free GPUs once ``gone`` are evicted; never above a host's GPUs (a caller's stale count
     must not make room that is not there)."""
@@ -159,7 +159,7 @@ def _freed(
 
 def _fits(
     snap: snapshot.Snapshot, free: Mapping[ids.NodeName, int], hosts: Collection[ids.NodeName],
-    gone: Iterable[Workload], gang: request.GangRequest, options: request.PlacementOptions,
+    gone: Iterable[RunningWorkload], gang: request.GangRequest, options: request.PlacementOptions,
 ) -> bool:
     freed = _freed(snap.fabric, free, gone)
     return isinstance(placing.place(snap, freed, gang, None, options, hosts), request.Plan)
@@ -167,15 +167,15 @@ def _fits(
 
 def _in_domain(
     snap: snapshot.Snapshot, free: Mapping[ids.NodeName, int], hosts: Collection[ids.NodeName],
-    local: Sequence[Workload], gang: request.GangRequest, now_s: float, options: request.PlacementOptions,
-) -> list[Workload] | None:
+    local: Sequence[RunningWorkload], gang: request.GangRequest, now_s: float, options: request.PlacementOptions,
+) -> list[RunningWorkload] | None:
     """Steps 2 and 3 of the overview in one domain: the lowest priority level that fits, reprieved."""
     levels = sorted({w.priority for w in local})
     for level in levels:
         taken = [w for w in local if w.priority <= level]
         if not _fits(snap, free, hosts, taken, gang, options):
             continue
-        best: list[Workload] | None = None
+        best: list[RunningWorkload] | None = None
         for largest_first in (True, False):
             sign = -1 if largest_first else 1
             order = sorted(taken, key=lambda w: (-w.priority, sign * w.gpus, sign * w.progress(now_s), w.key))
@@ -188,8 +188,8 @@ def _in_domain(
 
 def _reprieve(
     snap: snapshot.Snapshot, free: Mapping[ids.NodeName, int], hosts: Collection[ids.NodeName],
-    order: Sequence[Workload], gang: request.GangRequest, options: request.PlacementOptions,
-) -> list[Workload]:
+    order: Sequence[RunningWorkload], gang: request.GangRequest, options: request.PlacementOptions,
+) -> list[RunningWorkload]:
     """Keep back each victim, in ``order``, whose eviction the gang does not need."""
     evicted = list(order)
     for w in order:
@@ -201,9 +201,9 @@ def _reprieve(
 
 def _final(
     snap: snapshot.Snapshot, free: Mapping[ids.NodeName, int], hosts: Collection[ids.NodeName],
-    chosen: Sequence[Workload], gang: request.GangRequest, traffic: capacity.Traffic | None,
+    chosen: Sequence[RunningWorkload], gang: request.GangRequest, traffic: capacity.Traffic | None,
     options: request.PlacementOptions,
-) -> tuple[tuple[Workload, ...], request.Plan]:
+) -> tuple[tuple[RunningWorkload, ...], request.Plan]:
     """The victims lowest priority first, and the plan priced on the traffic without them."""
     fab = snap.fabric
     after = traffic.copy() if traffic is not None else None

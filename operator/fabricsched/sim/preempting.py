@@ -44,8 +44,8 @@ class Victim:
     gpus_per_pod: int
     start_s: float
 
-    def workload(self) -> preemption.Workload:
-        return preemption.Workload(ids.GangKey(str(self.index)), self.priority,
+    def workload(self) -> preemption.RunningWorkload:
+        return preemption.RunningWorkload(ids.GangKey(str(self.index)), self.priority,
                                    tuple((h, self.gpus_per_pod) for h in self.ranks), self.start_s,
                                    gang=len(self.ranks) > 1)
 

@@ -11,7 +11,7 @@ from fabricsched import ids
 from fabricsched.placement import preemption, request, snapshot
 from fabricsched.topology import fabric
 
-Workload = preemption.Workload
+Workload = preemption.RunningWorkload
 
 
 def on(key: str, priority: int, hosts: Sequence[str], gpus: int = 8, started_s: float = 0.0,
@@ -34,7 +34,7 @@ def leaf(name: str) -> list[str]:
 
 
 def choose(fab: fabric.Fabric, running: Sequence[Workload], want: request.GangRequest, priority: int,
-           policy: preemption.Policy = preemption.Policy.PREEMPT_LOWER_PRIORITY,
+           policy: preemption.PreemptionPolicy = preemption.PreemptionPolicy.PREEMPT_LOWER_PRIORITY,
            options: preemption.Options = preemption.Options(),  # noqa: B008 - frozen
            ) -> preemption.Choice | preemption.NoVictims:
     return preemption.choose(snapshot.build(fab), free_after(fab, running), running,
@@ -96,11 +96,11 @@ def test_victims_are_minimal_none_could_be_spared(two_spines: fabric.Fabric) -> 
 
 
 @pytest.mark.parametrize(("priority", "policy", "why"), [
-    pytest.param(100, preemption.Policy.PREEMPT_LOWER_PRIORITY, preemption.Why.NO_LOWER_PRIORITY,
+    pytest.param(100, preemption.PreemptionPolicy.PREEMPT_LOWER_PRIORITY, preemption.Why.NO_LOWER_PRIORITY,
                  id="equal priority evicts nobody"),
-    pytest.param(1000, preemption.Policy.NEVER, preemption.Why.NEVER, id="preemptionPolicy Never waits"),
+    pytest.param(1000, preemption.PreemptionPolicy.NEVER, preemption.Why.NEVER, id="preemptionPolicy Never waits"),
 ])
-def test_nobody_is_evicted(two_spines: fabric.Fabric, priority: int, policy: preemption.Policy,
+def test_nobody_is_evicted(two_spines: fabric.Fabric, priority: int, policy: preemption.PreemptionPolicy,
                            why: preemption.Why) -> None:
     running = [on(f"w-{n}", 100 if n != "l2" else 500, leaf(n)) for n in ("l1", "l2", "l3", "l4")]
     result = choose(two_spines, running, gang(4, tier=0, required=True), priority, policy)
@@ -165,6 +165,6 @@ def test_an_unbound_lower_reservation_yields(two_spines: fabric.Fabric) -> None:
     result = preemption.yielding(snapshot.build(two_spines), free, held, want)
     assert isinstance(result, preemption.Choice)
     assert [w.key for w in result.victims] == ["r-l3"], "only the unbound one yields"
-    never = preemption.Preemptor(want.gang, 10, preemption.Policy.NEVER)
+    never = preemption.Preemptor(want.gang, 10, preemption.PreemptionPolicy.NEVER)
     refused = preemption.yielding(snapshot.build(two_spines), free, held, never)
     assert isinstance(refused, preemption.NoVictims)

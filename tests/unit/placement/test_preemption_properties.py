@@ -16,13 +16,13 @@ from fabricsched import ids
 from fabricsched.placement import placing, preemption, request, snapshot
 from fabricsched.topology import fabric
 
-Case = tuple[fabric.Fabric, list[preemption.Workload], preemption.Preemptor]
+Case = tuple[fabric.Fabric, list[preemption.RunningWorkload], preemption.Preemptor]
 
 
 @st.composite
 def cases(draw: st.DrawFn) -> Case:
     fab = draw(fabrics())
-    running: list[preemption.Workload] = []
+    running: list[preemption.RunningWorkload] = []
     left = {n: h.gpus for n, h in sorted(fab.hosts.items())}
     for i in range(draw(st.integers(0, 8))):
         g = draw(st.sampled_from([1, 2, 4]))
@@ -35,14 +35,14 @@ def cases(draw: st.DrawFn) -> Case:
             if left[name] >= g:
                 left[name] -= g
                 pods.append((name, g))
-        running.append(preemption.Workload(
+        running.append(preemption.RunningWorkload(
             ids.GangKey(f"w{i}"), draw(st.sampled_from([0, 10, 100])), tuple(pods),
             started_s=draw(st.floats(0, 100)), gang=len(pods) > 1,
             protected=draw(st.booleans()) and i % 3 == 0))
     for name, free in left.items():  # mostly full: what preemption is for
         if free and draw(st.integers(0, 3)):
             priority = draw(st.sampled_from([0, 10, 100]))
-            running.append(preemption.Workload(ids.GangKey(f"fill-{name}"), priority, ((name, free),),
+            running.append(preemption.RunningWorkload(ids.GangKey(f"fill-{name}"), priority, ((name, free),),
                                                started_s=0.0, gang=False))
     tier = draw(st.none() | st.integers(0, len(fab.tiers) - 1))
     want = request.GangRequest(ids.GangKey("hi"), draw(st.integers(1, 4)), draw(st.sampled_from([1, 2, 4])),
@@ -50,7 +50,7 @@ def cases(draw: st.DrawFn) -> Case:
     return fab, running, preemption.Preemptor(want, draw(st.sampled_from([0, 10, 100, 1000])))
 
 
-def free_without(fab: fabric.Fabric, running: list[preemption.Workload]) -> dict[ids.NodeName, int]:
+def free_without(fab: fabric.Fabric, running: list[preemption.RunningWorkload]) -> dict[ids.NodeName, int]:
     used: dict[str, int] = {}
     for w in running:
         for host, g in w.pods:
