@@ -166,7 +166,7 @@ class _Effects:
         a, b, factor = SLOWDOWNS[self.scenario]
         if not self._during(t, a, b):
             return 1.0
-        return factor + (0.1 if self.scenario == "gpu-thermal" and host == self.second else 0.0)
+        return factor + (0.2 if self.scenario == "gpu-thermal" and host == self.second else 0.0)
 
 
 def _counter(
