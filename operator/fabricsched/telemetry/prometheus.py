@@ -101,10 +101,7 @@ class PrometheusClient:
                                            timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
                 if 300 <= resp.status < 400 or resp.status in (401, 403):
                     raise _status_error(url, resp.status, resp.reason)
-                raw = await resp.content.read(MAX_ANSWER_BYTES + 1)
-                if len(raw) > MAX_ANSWER_BYTES:
-                    raise TelemetryError("response",
-                                         f"{url}: the answer is larger than {MAX_ANSWER_BYTES} bytes")
+                raw = await _read_bounded(resp, url)
                 try:
                     body = json.loads(raw)
                 except ValueError:
@@ -120,6 +117,19 @@ class PrometheusClient:
     def forget_credentials(self) -> None:
         """Re-read every credentials file on the next round (after a 401: a rotated Secret)."""
         self._resolver.forget()
+
+
+async def _read_bounded(resp: aiohttp.ClientResponse, url: str) -> bytes:
+    """The whole body, at most ``MAX_ANSWER_BYTES``: one ``read(n)`` returns only what has
+    arrived so far, so a large answer (a range query's matrix) comes in several chunks."""
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in resp.content.iter_chunked(1 << 16):
+        size += len(chunk)
+        if size > MAX_ANSWER_BYTES:
+            raise TelemetryError("response", f"{url}: the answer is larger than {MAX_ANSWER_BYTES} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _status_error(url: str, status: int, phrase: str | None) -> TelemetryError:
