@@ -251,7 +251,11 @@ def _application(top: float, slowdown: model.Slowdown | None, inputs: model.Inpu
     if slowed and slowdown is not None and slowdown.since is not None:
         evidence.append(f"the job's step time rose {slowdown.ratio:.1f}x at {timefmt.clock(slowdown.since)}")
     elif inputs.application is None or not inputs.application.measured:
-        evidence.append("the job's step time was not measured (annotation fabricsched.io/step-time-metric)")
+        evidence.append(
+            f"the job's step time ({inputs.job.app_metric}) was not measured"
+            if inputs.job.app_metric
+            else "the job's step time was not measured (annotation fabricsched.io/step-time-metric)"
+        )
     unmeasured = sorted(
         {signals.of(m.signal).category for m in inputs.telemetry if not m.measured}
         - {signals.of(m.signal).category for m in inputs.telemetry if m.measured}
