@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from fabricsched.diagnose import model
+from fabricsched.explain import bounds
 
 NODE_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 """A Kubernetes node name (DNS-1123 subdomain): the only names put into PromQL."""
@@ -118,7 +119,8 @@ def series_of(
         node = node_of(labels, order, hosts, pod_nodes)
         if node is None:
             continue
-        detail = labels.get(detail_label, "")[:64] if detail_label else ""
+        # A label value is untrusted: no escape sequence reaches the terminal.
+        detail = bounds.clean(labels.get(detail_label, ""), 64) if detail_label else ""
         if detail_label == "gpu" and detail:
             detail = f"GPU {detail}"
         key = (node, detail)

@@ -83,3 +83,14 @@ def test_a_range_answer_is_parsed_and_garbage_is_an_error() -> None:
     ):
         with pytest.raises(prometheus.TelemetryError):
             prometheus.parse_range_response(garbage)
+
+
+def test_a_hostile_device_label_is_cleaned() -> None:
+    (series,) = nodes.series_of(
+        [({"instance": "gpu-001:9100", "device": "\x1b[2Jmlx5_0" + "x" * 200}, [])],
+        "device",
+        nodes.DEFAULT_LABELS,
+        {"gpu-001"},
+        {},
+    )
+    assert "\x1b" not in series.detail and len(series.detail) <= 64
