@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from fabricsched import __version__
 from fabricsched.app import commands as run_commands
 from fabricsched.cluster import commands as cluster_commands
+from fabricsched.diagnose import commands as diagnose_commands
 from fabricsched.explain import commands as explain_commands
 from fabricsched.sim import commands as sim_commands
 
@@ -19,6 +20,7 @@ REGISTRARS: tuple[Registrar, ...] = (
     run_commands.register,
     sim_commands.register,
     explain_commands.register,
+    diagnose_commands.register,
 )
 """Each adapter registers its own subcommands (``cluster``, ``run``, ``sim``)."""
 

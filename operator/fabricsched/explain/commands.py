@@ -39,7 +39,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser.set_defaults(handler=run)
 
 
-def _target(args: argparse.Namespace) -> tuple[str | None, str] | None:
+def target_of(args: argparse.Namespace) -> tuple[str | None, str] | None:
     """(namespace, name); namespace None when neither the target nor ``-n`` names one (the
     kubeconfig context's namespace is used then, as kubectl does)."""
     namespace, _, name = str(args.target).rpartition("/")
@@ -50,7 +50,7 @@ def _target(args: argparse.Namespace) -> tuple[str | None, str] | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    target = _target(args)
+    target = target_of(args)
     if target is None:
         print(f"error: expected NAMESPACE/NAME, got {bounds.clean(args.target, 100)!r}", file=sys.stderr)
         return USAGE

@@ -1,4 +1,5 @@
-"""The Prometheus HTTP API, the one call telemetry needs: an instant query (``/api/v1/query``).
+"""The Prometheus HTTP API: an instant query (``/api/v1/query``, the rules) and a range query
+(``/api/v1/query_range``, ``fabricsched diagnose``).
 
 ``PrometheusClient.endpoint`` turns a topology's ``spec.health.prometheus`` into an
 ``access.Endpoint`` under the operator's ``access.AccessPolicy`` (allowed URLs, credential files);
@@ -78,21 +79,30 @@ class PrometheusClient:
     async def query(self, endpoint: access.Endpoint, promql: str, timeout_s: float) -> list[rules.Sample]:
         """The query's result at the server's now: a vector (one sample per series) or a scalar
         (one sample without labels). Raises ``TelemetryError``."""
-        url = endpoint.url + "/api/v1/query"
-        # POST with a form body: long PromQL would not fit a URL, and Prometheus accepts both.
         form = {"query": promql, "timeout": f"{timeout_s:g}s"}
+        return parse_response(await self._post(endpoint, "/api/v1/query", form, timeout_s))
+
+    async def query_range(self, endpoint: access.Endpoint, promql: str, span: RangeSpan,
+                          timeout_s: float) -> list[RangeSeries]:
+        """The query evaluated every ``span.step_s`` from ``span.start`` to ``span.end`` (a
+        matrix: one series per label set). Raises ``TelemetryError``."""
+        form = {"query": promql, "start": f"{span.start:.3f}", "end": f"{span.end:.3f}",
+                "step": f"{span.step_s:g}", "timeout": f"{timeout_s:g}s"}
+        return parse_range_response(await self._post(endpoint, "/api/v1/query_range", form, timeout_s))
+
+    async def _post(self, endpoint: access.Endpoint, path: str, form: Mapping[str, str],
+                    timeout_s: float) -> Any:
+        url = endpoint.url + path
+        # POST with a form body: long PromQL would not fit a URL, and Prometheus accepts both.
         try:
             # No redirects: an allowed Prometheus must not bounce the operator to another host.
-            async with self._client().post(url, data=form, headers=dict(endpoint.headers),
+            async with self._client().post(url, data=dict(form), headers=dict(endpoint.headers),
                                            ssl=endpoint.tls if endpoint.tls is not None else True,
                                            allow_redirects=False,
                                            timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
                 if 300 <= resp.status < 400 or resp.status in (401, 403):
                     raise _status_error(url, resp.status, resp.reason)
-                raw = await resp.content.read(MAX_ANSWER_BYTES + 1)
-                if len(raw) > MAX_ANSWER_BYTES:
-                    raise TelemetryError("response",
-                                         f"{url}: the answer is larger than {MAX_ANSWER_BYTES} bytes")
+                raw = await _read_bounded(resp, url)
                 try:
                     body = json.loads(raw)
                 except ValueError:
@@ -103,11 +113,24 @@ class PrometheusClient:
             raise
         except (aiohttp.ClientError, TimeoutError, OSError) as e:
             raise TelemetryError("unreachable", f"{url}: {_describe(e)}") from e
-        return parse_response(body)
+        return body
 
     def forget_credentials(self) -> None:
         """Re-read every credentials file on the next round (after a 401: a rotated Secret)."""
         self._resolver.forget()
+
+
+async def _read_bounded(resp: aiohttp.ClientResponse, url: str) -> bytes:
+    """The whole body, at most ``MAX_ANSWER_BYTES``: one ``read(n)`` returns only what has
+    arrived so far, so a large answer (a range query's matrix) comes in several chunks."""
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in resp.content.iter_chunked(1 << 16):
+        size += len(chunk)
+        if size > MAX_ANSWER_BYTES:
+            raise TelemetryError("response", f"{url}: the answer is larger than {MAX_ANSWER_BYTES} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _status_error(url: str, status: int, phrase: str | None) -> TelemetryError:
@@ -132,14 +155,7 @@ def _describe(e: BaseException) -> str:
 
 def parse_response(body: Any) -> list[rules.Sample]:
     """The samples of a ``/api/v1/query`` answer; a PromQL error or a malformed answer raises."""
-    if not isinstance(body, Mapping):
-        raise TelemetryError("response", "the answer is not a JSON object")
-    if body.get("status") == "error":
-        kind = access.clean(str(body.get("errorType") or "error"), 40)
-        raise TelemetryError("query", f"{kind}: {access.clean(str(body.get('error') or 'no message'), 300)}")
-    data = body.get("data")
-    if body.get("status") != "success" or not isinstance(data, Mapping):
-        raise TelemetryError("response", "the answer has no data")
+    data = _data(body)
     result_type = data.get("resultType")
     result: Any = data.get("result")
     try:
@@ -151,6 +167,48 @@ def parse_response(body: Any) -> list[rules.Sample]:
     except (KeyError, IndexError, TypeError, AttributeError, ValueError) as e:
         raise TelemetryError("response", f"unreadable {result_type} result: {e}") from e
     raise TelemetryError("response", f"a rule query must return an instant vector, got {result_type}")
+
+
+@dataclass(frozen=True)
+class RangeSpan:
+    """The times of a range query: Unix seconds, and the resolution step."""
+
+    start: float
+    end: float
+    step_s: float
+
+
+@dataclass(frozen=True)
+class RangeSeries:
+    """One series of a range query's matrix: its labels and (time, value) points, oldest first."""
+
+    labels: Mapping[str, str]
+    points: tuple[tuple[float, float], ...]
+
+
+def parse_range_response(body: Any) -> list[RangeSeries]:
+    """The series of a ``/api/v1/query_range`` answer; a PromQL error or a malformed answer raises."""
+    data = _data(body)
+    if data.get("resultType") != "matrix":
+        raise TelemetryError("response", f"a range query must return a matrix, got {data.get('resultType')}")
+    result: Any = data.get("result")
+    try:
+        return [RangeSeries({str(k): str(v) for k, v in (item.get("metric") or {}).items()},
+                            tuple((float(t), _number(v)) for t, v in item["values"])) for item in result]
+    except (KeyError, IndexError, TypeError, AttributeError, ValueError) as e:
+        raise TelemetryError("response", f"unreadable matrix result: {access.clean(str(e), 200)}") from e
+
+
+def _data(body: Any) -> Mapping[str, Any]:
+    if not isinstance(body, Mapping):
+        raise TelemetryError("response", "the answer is not a JSON object")
+    if body.get("status") == "error":
+        kind = access.clean(str(body.get("errorType") or "error"), 40)
+        raise TelemetryError("query", f"{kind}: {access.clean(str(body.get('error') or 'no message'), 300)}")
+    data = body.get("data")
+    if body.get("status") != "success" or not isinstance(data, Mapping):
+        raise TelemetryError("response", "the answer has no data")
+    return data
 
 
 def _number(text: Any) -> float:

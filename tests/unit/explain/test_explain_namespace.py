@@ -62,4 +62,4 @@ def test_a_context_without_a_usable_namespace_means_default(entry: object) -> No
 def test_the_target_leaves_the_namespace_open_when_nothing_names_it(
     target: str, namespace: str | None, expected: tuple[str | None, str] | None
 ) -> None:
-    assert commands._target(argparse.Namespace(target=target, namespace=namespace)) == expected
+    assert commands.target_of(argparse.Namespace(target=target, namespace=namespace)) == expected
