@@ -20,7 +20,7 @@ _LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="([^"]*)"')
 
 
 def gang(
-    hosts: Sequence[tuple[str, str]] = HOSTS, unhealthy: Sequence[explain_report.paths.PathElement] = ()
+    hosts: Sequence[tuple[str, str]] = HOSTS, unhealthy: Sequence[explain_report.paths.UnhealthyElement] = ()
 ) -> explain_report.Gang:
     return explain_report.Gang(
         placement="wide",

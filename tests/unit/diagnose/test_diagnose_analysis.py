@@ -89,7 +89,7 @@ def test_without_prometheus_everything_is_not_measured_and_the_path_is_reported(
 
 
 def test_an_unhealthy_path_element_from_the_operator_is_evidence() -> None:
-    degraded = paths.PathElement(
+    degraded = paths.UnhealthyElement(
         kind="domain",
         name="leaf/l02",
         rail=None,
