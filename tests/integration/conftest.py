@@ -27,6 +27,7 @@ import chartkit
 import harness
 import pytest
 from clusterkit import Cluster, Kubelet, NodeFactory, find_binaries_or_skip, new_namespace
+from waiting import wait_for
 
 from fabricsched.cluster import binaries, controlplane, errors, jobset, kwok, nodes
 
@@ -131,6 +132,10 @@ def kubectl(cluster: Cluster, tools: binaries.Binaries) -> chartkit.Kubectl:
     templates; the tests do the same)."""
     ctl = chartkit.Kubectl(tools.kubectl, Path(cluster.kubeconfig))
     ctl.run("apply", "--server-side", "--force-conflicts", "-f", str(chartkit.CHART / "crds"))
+    # Polled, not `kubectl wait`: that fails at once on a CRD whose status has no conditions yet.
+    established = "jsonpath={.status.conditions[?(@.type=='Established')].status}"
     for crd in (chartkit.CHART / "crds").glob("*.yaml"):
-        ctl.run("wait", "--for=condition=Established", "--timeout=60s", "-f", str(crd))
+        wait_for(f"{crd.name} established",
+                 lambda crd=crd: ctl.run("get", "-f", str(crd), "-o", established).stdout.strip() == "True",
+                 timeout=60)
     return ctl

@@ -27,9 +27,9 @@ def test_anything_but_ascii_digits_is_invalid(text: str) -> None:
 
 
 UNICODE_DIGITS = [chr(c) for c in range(0x80, 0x30000) if chr(c).isdigit()]
-"""Every non-ASCII character ``str.isdigit`` accepts ("²", "٣", "１"...): ``int`` reads some of
-them as numbers and refuses others, so a reader built on either lets hostile text through or
-fails on it with a ValueError of its own."""
+"""Every non-ASCII character ``str.isdigit`` accepts (superscripts, Arabic-Indic and fullwidth
+digits...): ``int`` reads some of them as numbers and refuses others, so a reader built on either
+lets hostile text through or fails on it with a ValueError of its own."""
 
 
 def test_no_digit_outside_ascii_reads_as_a_number_alone_or_among_ascii_digits() -> None:
