@@ -50,6 +50,7 @@ lint: $(VENV) crds-check ## ruff, mypy --strict, layer contracts, no import cycl
 	$(PY) -m ruff check .
 	$(PY) -m mypy
 	$(PY) -m mypy --strict hack/checks/
+	$(PY) hack/checks/test_sleeps.py tests/integration
 	.venv/bin/lint-imports
 	$(PY) hack/checks/structure.py operator/fabricsched
 	.venv/bin/vulture

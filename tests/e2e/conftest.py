@@ -19,12 +19,14 @@ import pytest
 from e2ekit import (
     E2E_ENV,
     HEALTH_LABEL,
+    INTERVAL_S,
+    TIMEOUT_S,
     Fabric,
     Host,
     degraded_nodes,
     topology_object,
-    wait_for,
 )
+from waiting import wait_for
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -68,7 +70,8 @@ def fabric(core_v1: Any, custom_objects: Any) -> Fabric:
     assert all(len(result.leaves(s)) >= 2 for s in result.spines()), "need two leaves under every spine"
     # The operator must have seen the same hosts before placements mean anything.
     wait_for("the FabricTopology status to count every host",
-             lambda: topology_object(custom_objects).get("status", {}).get("nodes") == len(result.hosts))
+             lambda: topology_object(custom_objects).get("status", {}).get("nodes") == len(result.hosts),
+             timeout=TIMEOUT_S, interval=INTERVAL_S)
     return result
 
 
@@ -92,7 +95,7 @@ def namespace(core_v1: Any) -> Iterator[str]:
         return False
 
     # The next test needs these GPUs back.
-    wait_for(f"namespace {name} to be deleted", gone, timeout=180)
+    wait_for(f"namespace {name} to be deleted", gone, timeout=180, interval=INTERVAL_S)
 
 
 @pytest.fixture
@@ -102,10 +105,10 @@ def degraded_host(core_v1: Any, custom_objects: Any, fabric: Fabric) -> Iterator
     core_v1.patch_node(host.name, {"metadata": {"labels": {HEALTH_LABEL: "degraded"}}})
     try:
         wait_for(f"{host.name} to be reported degraded", lambda: host.name in degraded_nodes(custom_objects),
-                 timeout=60)
+                 timeout=60, interval=INTERVAL_S)
         yield host
     finally:
         core_v1.patch_node(host.name, {"metadata": {"labels": {HEALTH_LABEL: None}}})
         # Recovery waits out spec.health.recoverAfterSeconds (15 s in examples/kind-topology.yaml).
         wait_for(f"{host.name} to recover", lambda: host.name not in degraded_nodes(custom_objects) or None,
-                 timeout=180)
+                 timeout=180, interval=INTERVAL_S)

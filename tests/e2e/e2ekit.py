@@ -1,25 +1,20 @@
-"""Helpers shared by the end-to-end tests and their fixtures."""
+"""Helpers shared by the end-to-end tests and their fixtures (polling is ``waiting.wait_for``'s,
+at this module's pace)."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
-
-import timing
+from typing import Any
 
 E2E_ENV = "FABRICSCHED_E2E"
 TOPOLOGY = os.environ.get("FABRICSCHED_E2E_TOPOLOGY", "kind")
 GROUP, VERSION = "fabricsched.io", "v1alpha1"
 HEALTH_LABEL = "fabricsched.io/fabric-health"
 
-T = TypeVar("T")
-
-
-def wait_for(what: str, check: Callable[[], T | None], timeout: float = 120.0, interval: float = 1.0) -> T:
-    """``timing.wait_for`` at a real cluster's pace: pods start, images pull, nodes report."""
-    return timing.wait_for(what, check, timeout, interval)
+TIMEOUT_S = 120.0
+INTERVAL_S = 1.0
+"""``waiting.wait_for`` at a real cluster's pace: pods start, images pull, nodes report."""
 
 
 @dataclass(frozen=True)

@@ -9,10 +9,10 @@ exists; a single-GPU pod takes the degraded host; a hard tier constraint that ca
 from __future__ import annotations
 
 import os
-import time
 from typing import Any
 
-from e2ekit import GROUP, VERSION, Fabric, Host, wait_for
+from e2ekit import GROUP, INTERVAL_S, TIMEOUT_S, VERSION, Fabric, Host
+from waiting import holds_for, wait_for
 
 PAUSE_IMAGE = os.environ.get("FABRICSCHED_E2E_IMAGE", "registry.k8s.io/pause:3.10")
 SCHEDULER_NAME = "fabricsched"
@@ -62,7 +62,8 @@ def wait_bound(core_v1: Any, namespace: str, job: str, pods: int) -> dict[int, s
         }
         return ranks if len(ranks) == pods else None
 
-    return wait_for(f"the {pods} pods of {namespace}/{job} to be bound", bound)
+    return wait_for(f"the {pods} pods of {namespace}/{job} to be bound", bound, timeout=TIMEOUT_S,
+                    interval=INTERVAL_S)
 
 
 def placement(custom_objects: Any, namespace: str, gang: str) -> dict[str, Any]:
@@ -70,6 +71,7 @@ def placement(custom_objects: Any, namespace: str, gang: str) -> dict[str, Any]:
         f"FabricPlacement {namespace}/{gang} to be Bound",
         lambda: _bound_placement(custom_objects, namespace, gang),
         timeout=60,
+        interval=INTERVAL_S,
     )
 
 
@@ -158,11 +160,33 @@ def test_required_tier_that_no_leaf_can_hold_waits(
     submit_gang(batch_v1, namespace, "must-share-a-leaf", pods=pods, gpus=fabric.gpus_per_host,
                 resource=fabric.gpu_resource, annotations={"fabricsched.io/required-tier": "leaf"})
     wait_for("the gang's pods to exist",
-             lambda: len(job_pods(core_v1, namespace, "must-share-a-leaf")) == pods)
+             lambda: len(job_pods(core_v1, namespace, "must-share-a-leaf")) == pods,
+             timeout=TIMEOUT_S, interval=INTERVAL_S)
+    # fabricsched answered: its Event on a pod of the gang names the tier it cannot meet (with the
+    # extender down the pods would wait too, but no such Event would come).
+    event = wait_for("fabricsched's FabricTierUnsatisfiable Event on a pod of the gang",
+                     lambda: tier_event(core_v1, namespace, "must-share-a-leaf"),
+                     timeout=TIMEOUT_S, interval=INTERVAL_S)
+    assert "leaf" in event.message, event.message
+
+    def unplaced() -> list[str]:
+        pods = job_pods(core_v1, namespace, "must-share-a-leaf")
+        return [p.spec.node_name for p in pods if p.spec.node_name]
+
     # Long enough for several scheduling attempts; a hard constraint waits rather than spreads.
-    time.sleep(20)
-    bound = [p.spec.node_name for p in job_pods(core_v1, namespace, "must-share-a-leaf") if p.spec.node_name]
+    holds_for("no pod of a gang no leaf can hold placed", lambda: unplaced() == [], 20, interval=INTERVAL_S)
+    bound = unplaced()
     assert bound == [], f"a gang no leaf can hold was (partly) placed: {bound}"
+
+
+def tier_event(core_v1: Any, namespace: str, job: str) -> Any:
+    """fabricsched's Event saying the gang's required tier cannot be met, on one of its pods."""
+    for event in core_v1.list_namespaced_event(namespace).items:
+        involved = event.involved_object
+        if (event.reason == "FabricTierUnsatisfiable" and involved.kind == "Pod"
+                and (involved.name or "").startswith(f"{job}-")):
+            return event
+    return None
 
 
 def test_pod_without_gpus_is_scheduled_as_usual(core_v1: Any, namespace: str) -> None:
@@ -175,5 +199,6 @@ def test_pod_without_gpus_is_scheduled_as_usual(core_v1: Any, namespace: str) ->
                  "containers": [{"name": "main", "image": PAUSE_IMAGE}]},
     })
     node = wait_for("the CPU-only pod to be bound",
-                    lambda: core_v1.read_namespaced_pod("cpu-only", namespace).spec.node_name, timeout=60)
+                    lambda: core_v1.read_namespaced_pod("cpu-only", namespace).spec.node_name, timeout=60,
+                    interval=INTERVAL_S)
     assert node

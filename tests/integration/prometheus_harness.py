@@ -34,6 +34,7 @@ from typing import Any
 import bcrypt
 import pytest
 import yaml
+from waiting import wait_for
 
 from fabricsched.cluster import certs
 
@@ -264,13 +265,17 @@ class PrometheusServer:
             argv.append(f"--web.config.file={web}")
         with self._log.open("ab") as log:
             self._proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=self.dir)
-        deadline = time.monotonic() + 30
-        while not self._ready():
-            if self._proc.poll() is not None or time.monotonic() > deadline:
+        proc = self._proc
+
+        def ready() -> bool:
+            if proc.poll() is not None or time.monotonic() > deadline:
                 self.stop()
                 tail = self._log.read_text()[-2000:]
                 pytest.fail(f"prometheus did not become ready:\n{tail}", pytrace=False)
-            time.sleep(0.2)
+            return self._ready()
+
+        deadline = time.monotonic() + 30
+        wait_for("prometheus ready", ready, timeout=60)
         return self
 
     def _ready(self) -> bool:

@@ -21,19 +21,19 @@ import socket
 import ssl
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from clusterkit import find_binaries_or_skip, stop_process
+from chartkit import CHART, RELEASE, REPO, Helm, Kubectl, of_kind, one
+from clusterkit import stop_process
 from cryptography import x509
+from waiting import holds_for, wait_for
 
 from fabricsched.api import admission, schedconfig
 from fabricsched.api import topology as api
@@ -41,9 +41,6 @@ from fabricsched.cluster import binaries
 
 pytestmark = pytest.mark.integration
 
-REPO = Path(__file__).resolve().parents[2]
-CHART = REPO / "charts" / "fabricsched"
-RELEASE = "chart-test"
 SERVICE_ACCOUNT = f"{RELEASE}-fabricsched"
 LEASE_NAME = "fabricsched-scheduler"
 """The scheduler's leader-election Lease (``resourceName`` in kube-scheduler-config.yaml.tmpl)."""
@@ -77,96 +74,6 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
     "a service account made elsewhere": {"serviceAccount": {"create": False, "name": "pre-made"}},
     "mutual TLS to the extender and one replica": {"extender": {"tls": {"enabled": True}}, "replicas": 1},
 }
-
-
-# --- tools -----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Helm:
-    binary: Path
-    home: Path
-
-    def run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        env = {**os.environ, "HELM_CACHE_HOME": str(self.home / "cache"),
-               "HELM_CONFIG_HOME": str(self.home / "config"), "HELM_DATA_HOME": str(self.home / "data")}
-        result = subprocess.run([str(self.binary), *args], capture_output=True, text=True, env=env,
-                                timeout=120, check=False)
-        if check and result.returncode != 0:
-            raise AssertionError(f"helm {' '.join(args)} failed:\n{result.stderr}")
-        return result
-
-    def template(self, values: Mapping[str, Any], namespace: str, *, check: bool = True,
-                 kube_version: str | None = None) -> subprocess.CompletedProcess[str]:
-        values_file = self.home / f"values-{uuid.uuid4().hex[:8]}.yaml"
-        values_file.write_text(yaml.safe_dump(dict(values)), encoding="utf-8")
-        # Explicit, so the render does not depend on the default KubeVersion helm was built with.
-        return self.run("template", RELEASE, str(CHART), "--namespace", namespace,
-                        "--kube-version", kube_version or binaries.kubernetes_version(),
-                        "--values", str(values_file), check=check)
-
-    def render(self, values: Mapping[str, Any], namespace: str, kube_version: str | None = None,
-               ) -> list[dict[str, Any]]:
-        output = self.template(values, namespace, kube_version=kube_version).stdout
-        return [doc for doc in yaml.safe_load_all(output) if doc]
-
-
-def _missing(reason: str) -> None:
-    # As find_binaries_or_skip: skip on a developer's machine, fail under CI (no passing by skipping).
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(f"CI=true and {reason}", pytrace=False)
-    pytest.skip(f"{reason}; run `make tools`")
-
-
-@pytest.fixture(scope="module")
-def tools() -> binaries.Binaries:
-    found = find_binaries_or_skip("the chart's tests")
-    if found.helm is None:
-        _missing(f"helm {binaries.HELM_VERSION} is not built")
-    return found
-
-
-@pytest.fixture(scope="module")
-def helm(tools: binaries.Binaries, tmp_path_factory: pytest.TempPathFactory) -> Helm:
-    assert tools.helm is not None
-    return Helm(tools.helm, tmp_path_factory.mktemp("helm"))
-
-
-@dataclass(frozen=True)
-class Kubectl:
-    binary: Path
-    kubeconfig: Path
-
-    def run(self, *args: str, stdin: str | None = None, check: bool = True,
-            ) -> subprocess.CompletedProcess[str]:
-        result = subprocess.run([str(self.binary), "--kubeconfig", str(self.kubeconfig), *args],
-                                input=stdin, capture_output=True, text=True, timeout=120, check=False)
-        if check and result.returncode != 0:
-            raise AssertionError(f"kubectl {' '.join(args)} failed:\n{result.stderr}")
-        return result
-
-    def apply(self, docs: Sequence[Mapping[str, Any]], *extra: str) -> subprocess.CompletedProcess[str]:
-        return self.run("apply", "-f", "-", *extra, stdin=yaml.safe_dump_all([dict(d) for d in docs]))
-
-
-@pytest.fixture(scope="module")
-def kubectl(cluster: Any, tools: binaries.Binaries) -> Kubectl:
-    ctl = Kubectl(tools.kubectl, Path(cluster.kubeconfig))
-    # Helm installs crds/ before the templates; the tests do the same.
-    ctl.run("apply", "--server-side", "--force-conflicts", "-f", str(CHART / "crds"))
-    for crd in (CHART / "crds").glob("*.yaml"):
-        ctl.run("wait", "--for=condition=Established", "--timeout=60s", "-f", str(crd))
-    return ctl
-
-
-def of_kind(docs: Sequence[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
-    return [doc for doc in docs if doc["kind"] == kind]
-
-
-def one(docs: Sequence[dict[str, Any]], kind: str, name_suffix: str = "") -> dict[str, Any]:
-    found = [d for d in of_kind(docs, kind) if d["metadata"]["name"].endswith(name_suffix)]
-    assert len(found) == 1, f"expected one {kind} named *{name_suffix}, got {len(found)}"
-    return found[0]
 
 
 # --- helm lint and the values schema -----------------------------------------------------------
@@ -760,21 +667,26 @@ def test_kube_scheduler_runs_the_rendered_config_as_the_service_account(
         process = subprocess.Popen(
             [str(tools.kube_scheduler), f"--config={config_file}", f"--secure-port={port}",
              "--bind-address=127.0.0.1", "--v=2"], stdout=out, stderr=subprocess.STDOUT)
-    try:
-        holder = ""
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and process.poll() is None:
-            lease = kubectl.run("get", "lease", LEASE_NAME, "-n", release, "-o",
-                                "jsonpath={.spec.holderIdentity}", check=False)
-            holder = lease.stdout.strip() if lease.returncode == 0 else ""
-            if holder and _healthz(port):
-                break
-            time.sleep(0.5)
-        # Let every informer list once more after taking the lease.
-        time.sleep(2)
+    lease_name = f"{release}/{LEASE_NAME}"
+
+    def running() -> bool:
         assert process.poll() is None, f"kube-scheduler exited:\n{log.read_text()[-3000:]}"
-        lease_name = f"{release}/{LEASE_NAME}"
+        return True
+
+    def leased() -> str | None:
+        running()
+        lease = kubectl.run("get", "lease", LEASE_NAME, "-n", release, "-o",
+                            "jsonpath={.spec.holderIdentity}", check=False)
+        holder = lease.stdout.strip() if lease.returncode == 0 else ""
+        return holder if holder and _healthz(port) else None
+
+    try:
+        holder = wait_for(f"kube-scheduler holding the lease {lease_name} and healthy", leased, timeout=60,
+                          interval=0.5)
         assert holder, f"kube-scheduler took no lease {lease_name}:\n{log.read_text()[-3000:]}"
+        # Every informer lists once more after taking the lease, the scheduler up all along.
+        holds_for("kube-scheduler running", running, 2.0, interval=0.5)
+        assert process.poll() is None, f"kube-scheduler exited:\n{log.read_text()[-3000:]}"
         assert _healthz(port)
     finally:
         stop_process(process)
@@ -797,14 +709,13 @@ def test_operator_runs_as_the_service_account(kubectl: Kubectl, release: str, tm
              f"--events-namespace={release}", f"--namespace-for-leases={release}", "--leader-elect",
              "--verbose"],
             stdout=out, stderr=subprocess.STDOUT)
+    def written() -> str:
+        assert process.poll() is None, f"fabricsched run exited:\n{log.read_text()[-3000:]}"
+        status = kubectl.run("get", api.PLURAL, topology, "-o", "jsonpath={.status.conditions}", check=False)
+        return status.stdout.strip()
+
     try:
-        conditions = ""
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and process.poll() is None and not conditions:
-            status = kubectl.run("get", api.PLURAL, topology, "-o", "jsonpath={.status.conditions}",
-                                 check=False)
-            conditions = status.stdout.strip()
-            time.sleep(0.5)
+        conditions = wait_for(f"a status written to {topology}", written, timeout=60, interval=0.5)
         assert process.poll() is None, f"fabricsched run exited:\n{log.read_text()[-3000:]}"
         assert conditions, f"no status written to {topology}:\n{log.read_text()[-3000:]}"
         with urllib.request.urlopen(f"http://127.0.0.1:{health}/readyz", timeout=5) as response:

@@ -6,9 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from test_chart import Helm, helm, one, tools
-
-__all__ = ["helm", "tools"]  # the chart module's fixtures
+from chartkit import Helm, one
 
 
 def fabricsched_container(docs: list[dict[str, Any]]) -> dict[str, Any]:

@@ -11,9 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from test_chart import CHART, Helm, Kubectl, helm, kubectl, of_kind, one, tools
-
-__all__ = ["helm", "kubectl", "tools"]  # the fixtures this module uses
+from chartkit import CHART, Helm, Kubectl, of_kind, one
 
 MONITOR = {"metrics": {"serviceMonitor": {"enabled": True}}}
 

@@ -9,11 +9,8 @@ writes the screenshots docs/dashboard.md shows into docs/images/.
 
 from __future__ import annotations
 
-import datetime
 import json
 import os
-import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -22,11 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from clusterkit import find_binaries_or_skip
-from test_extender import REPO, TOPOLOGY, Fabric, Operator
+from harness import REPO, TOPOLOGY, Fabric, fabric_cluster
 from waiting import wait_for
 
-from fabricsched.cluster import commands, controlplane, nodes, processes, samples
+from fabricsched.cluster import samples
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
@@ -34,33 +30,6 @@ IMAGES = REPO / "docs" / "images"
 DEGRADED_LEAF = f"domain:leaf/{samples.DEMO_DEGRADED_LEAF}"
 DEGRADED_HOST = f"node:{samples.DEMO_DEGRADED_HOST}"
 MARKUP = '<img src=x onerror="window.pwned=1"><script>window.pwned=2</script>'
-
-
-class PageOperator(Operator):
-    """``fabricsched run`` with the fabric page on a port of its own."""
-
-    def __init__(self, kubeconfig: Path, log_dir: Path, extender_port: int, health_port: int,
-                 dashboard_port: int) -> None:
-        super().__init__(kubeconfig, log_dir, extender_port, health_port)
-        self.dashboard_port = dashboard_port
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.dashboard_port}"
-
-    def start(self) -> None:
-        path = self.log_dir / f"fabricsched-run-{next(self.starts)}.log"
-        with path.open("wb") as log:
-            self.process = subprocess.Popen(
-                [
-                    sys.executable, "-m", "fabricsched.cli", "run", f"--kubeconfig={self.kubeconfig}",
-                    f"--extender-address=127.0.0.1:{self.extender_port}",
-                    f"--health-address=127.0.0.1:{self.health_port}",
-                    f"--dashboard-address=127.0.0.1:{self.dashboard_port}",
-                ],
-                stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
-            )
-        wait_for("fabricsched run ready", self._ready, timeout=60)
 
 
 def chromium_or_skip() -> None:
@@ -76,36 +45,8 @@ def chromium_or_skip() -> None:
 @pytest.fixture(scope="module")
 def fabric(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fabric]:
     chromium_or_skip()
-    find_binaries_or_skip()
-    root = tmp_path_factory.mktemp("dashboard-cluster")
-    extender_port, health_port, dashboard_port = processes.free_ports(3)
-    scheduler = commands.fabricsched_scheduler(f"http://127.0.0.1:{extender_port}")
-    plane = controlplane.up(root / "cluster", extra_schedulers=[scheduler])
-    api = plane.client()
-    operator = PageOperator(plane.kubeconfig, root, extender_port, health_port, dashboard_port)
-    try:
-        subprocess.run(
-            [str(plane.binaries.kubectl), f"--kubeconfig={plane.kubeconfig}", "apply", "--server-side",
-             "-f", str(REPO / "crds")],
-            check=True, capture_output=True, timeout=60,
-        )
-        for crd in ("fabrictopologies", "fabricplacements"):
-            wait_for(f"CRD {crd}",
-                     lambda crd=crd: api.request("GET", f"/apis/fabricsched.io/v1alpha1/{crd}")[0] == 200)
-        manifests = samples.demo_nodes()
-        nodes.create(api, manifests, datetime.datetime.now(datetime.UTC))
-        topology = samples.demo_topology(TOPOLOGY)
-        topology["spec"]["health"] = {"recoverAfterSeconds": 0}
-        api.call("POST", "/apis/fabricsched.io/v1alpha1/fabrictopologies", topology)
-        labels = {m["metadata"]["name"]: m["metadata"]["labels"] for m in manifests}
-        operator.start()
-        yield Fabric(plane, api, operator,
-                     {n: v[samples.TOPOGRAPH.leaf] for n, v in labels.items()},
-                     {n: v[samples.TOPOGRAPH.spine] for n, v in labels.items()})
-    finally:
-        operator.stop()
-        api.close()
-        plane.down()
+    with fabric_cluster(tmp_path_factory.mktemp("dashboard-cluster"), demo=True, dashboard=True) as cluster:
+        yield cluster
 
 
 @pytest.fixture(scope="module")

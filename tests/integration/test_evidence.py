@@ -1,6 +1,6 @@
 """Evidence on the real control plane: a running gang's path health, the gangs an element
 touches, why a gang is Pending, and the user metrics, with the real kube-scheduler, kwok and
-``fabricsched run`` (the cluster of ``test_extender``: 2 spines x 2 leaves x 4 hosts of 8 GPUs,
+``fabricsched run`` (the conftest's ``fabric``: 2 spines x 2 leaves x 4 hosts of 8 GPUs,
 ``recoverAfterSeconds: 0``)."""
 
 from __future__ import annotations
@@ -11,10 +11,8 @@ import urllib.request
 from typing import Any
 
 import pytest
-from test_extender import Fabric, fabric, ns
-from waiting import holds, wait_for
-
-__all__ = ["fabric", "ns"]  # the module's cluster and namespace fixtures
+from harness import Fabric
+from waiting import holds_for, wait_for
 
 
 def condition(obj: dict[str, Any] | None, kind: str) -> dict[str, Any]:
@@ -159,7 +157,7 @@ def test_after_a_sigkill_and_restart_the_gang_still_shows_the_unhealthy_host_on_
         after = wait_for("six shows the degraded host after the restart",
                          lambda: _path_shows(fabric, ns, host), timeout=5)
         assert condition(after, "PathDegraded")["status"] == "True"
-        holds("six keeps showing it", lambda: _path_shows(fabric, ns, host), seconds=3)
+        holds_for("six keeps showing it", lambda: _path_shows(fabric, ns, host), seconds=3)
         row = wait_for("the topology's row names six", lambda: _row_names(fabric, ns, host), timeout=10)
         assert row["affectedGangCount"] == 1
         assert metric(fabric, "fabricsched_gangs_on_degraded_path") == 1

@@ -2,13 +2,13 @@
 ``fabricsched run``: a placed gang explained in text and JSON, and every failure's exit code,
 through the installed console scripts (and ``kubectl fabricsched``, the plugin).
 
-A cluster of its own: 8 hosts of 8 GPUs in 2 leaves under one spine; a 6-pod Job spans both.
+A cluster of its own (``harness.fabric_cluster``): 8 hosts of 8 GPUs in 2 leaves under one
+spine; a 6-pod Job spans both.
 """
 
 from __future__ import annotations
 
 import base64
-import datetime
 import json
 import os
 import re
@@ -22,14 +22,14 @@ from typing import Any
 
 import pytest
 import yaml
-from clusterkit import find_binaries_or_skip, new_namespace, wait_for
-from test_extender import REPO, Operator, trainer_spec
+from clusterkit import new_namespace
+from harness import PLACEMENTS, REPO, fabric_cluster, trainer_spec
+from waiting import wait_for
 
-from fabricsched.cluster import commands, controlplane, nodes, processes, rest, samples
+from fabricsched.cluster import controlplane, processes, rest
 
 SCRIPTS = Path(sys.executable).parent
 TOPOLOGY = "ib-explain"
-PLACEMENTS = "/apis/fabricsched.io/v1alpha1/namespaces/{ns}/fabricplacements"
 
 
 @dataclass
@@ -64,37 +64,9 @@ def _bound_nodes(api: rest.Client, namespace: str, size: int) -> list[str] | Non
 
 @pytest.fixture(scope="module")
 def stage(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stage]:
-    find_binaries_or_skip()
-    root = tmp_path_factory.mktemp("explain-cluster")
-    extender_port, health_port = processes.free_ports(2)
-    scheduler = commands.fabricsched_scheduler(f"http://127.0.0.1:{extender_port}")
-    plane = controlplane.up(root / "cluster", extra_schedulers=[scheduler])
-    api = plane.client()
-    operator = Operator(plane.kubeconfig, root, extender_port, health_port)
-    try:
-        subprocess.run(
-            [
-                str(plane.binaries.kubectl),
-                f"--kubeconfig={plane.kubeconfig}",
-                "apply",
-                "--server-side",
-                "-f",
-                str(REPO / "crds"),
-            ],
-            check=True,
-            capture_output=True,
-            timeout=60,
-        )
-        wait_for("CRDs", lambda: api.request("GET", PLACEMENTS.format(ns="default"))[0] == 200)
-        manifests = samples.sample_fabric(spines=1, leaves_per_spine=2, hosts_per_leaf=4, gpus=8)
-        nodes.create(api, manifests, datetime.datetime.now(datetime.UTC))
-        topology = samples.demo_topology(TOPOLOGY)
-        topology["spec"]["links"] = []
-        api.call("POST", "/apis/fabricsched.io/v1alpha1/fabrictopologies", topology)
-        leaf_of = {
-            m["metadata"]["name"]: m["metadata"]["labels"][samples.TOPOGRAPH.leaf] for m in manifests
-        }
-        operator.start()
+    with fabric_cluster(tmp_path_factory.mktemp("explain-cluster"), shape=(1, 2, 4), topology=TOPOLOGY,
+                        recover_after_s=None) as fabric:
+        plane, api, leaf_of = fabric.plane, fabric.api, fabric.leaf_of
         namespace = new_namespace(api, "e")
         job = {
             "apiVersion": "batch/v1",
@@ -118,10 +90,6 @@ def stage(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stage]:
             ),
         )
         yield Stage(plane, api, leaf_of, namespace, placed)
-    finally:
-        operator.stop()
-        api.close()
-        plane.down()
 
 
 def _token_kubeconfig(stage: Stage, path: Path, account: str) -> Path:

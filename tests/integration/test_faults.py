@@ -1,6 +1,6 @@
 """Faults on the real control plane: the API server, etcd, fabricsched itself, nodes, namespaces.
 
-A cluster of its own, as in ``test_extender`` (the local control plane with the second
+A cluster of its own from ``harness.fabric_cluster`` (the local control plane with the second
 kube-scheduler from the shipped template, ``fabricsched run`` as a subprocess, 16 nodes of 8
 GPUs in 2 spines x 2 leaves x 4 hosts). Each test injects one fault while gangs exist and
 checks what must hold through it: the process keeps answering ``/healthz``, a gang submitted
@@ -22,11 +22,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from clusterkit import find_binaries_or_skip, install_crds
-from test_extender import GPU, PLACEMENTS, TOPOLOGY, Fabric, Operator, trainer_spec
-from waiting import wait_for
+from harness import GPU, PLACEMENTS, Fabric, fabric_cluster, trainer_spec
+from waiting import holds_for, wait_for
 
-from fabricsched.cluster import commands, controlplane, nodes, processes, rest, samples
+from fabricsched.cluster import nodes, processes, rest
 
 GATE = "example.com/held"
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
@@ -102,6 +101,27 @@ class Faults(Fabric):
         found: list[int] = wait_for(f"{SCHEDULER} running", lambda: processes.children(supervisor.pid))
         return found[0]
 
+    def scheduler_sees_gone(self, namespace: str, node: str) -> None:
+        """The fabricsched kube-scheduler's cache has ``node`` cordoned or deleted: a probe pod
+        (no GPUs: the extender is not asked) pinned to it is refused, then removed."""
+        probe = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "probe"},
+                 "spec": {"schedulerName": "fabricsched", "terminationGracePeriodSeconds": 0,
+                          "nodeSelector": {"kubernetes.io/hostname": node},
+                          "containers": [{"name": "probe", "image": "probe:1"}]}}
+        path = f"/api/v1/namespaces/{namespace}/pods/probe"
+        self.api.call("POST", f"/api/v1/namespaces/{namespace}/pods", probe)
+
+        def refused() -> bool:
+            status = self.api.call("GET", path).get("status") or {}
+            return any(c["type"] == "PodScheduled" and c.get("reason") == "Unschedulable"
+                       for c in status.get("conditions") or ())
+
+        try:
+            wait_for(f"the fabricsched scheduler refusing a pod pinned to {node}", refused)
+        finally:
+            self.api.request("DELETE", path, {"gracePeriodSeconds": 0})
+            wait_for("the probe pod gone", lambda: self.api.request("GET", path)[0] == 404)
+
     def log_lines(self, pattern: str) -> int:
         logs = sorted(self.operator.log_dir.glob("fabricsched-run-*.log"))
         text = "".join(p.read_text(errors="replace") for p in logs)
@@ -110,30 +130,8 @@ class Faults(Fabric):
 
 @pytest.fixture(scope="module")
 def faults(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Faults]:
-    find_binaries_or_skip()
-    root = tmp_path_factory.mktemp("faults-cluster")
-    extender_port, health_port = processes.free_ports(2)
-    scheduler = commands.fabricsched_scheduler(f"http://127.0.0.1:{extender_port}")
-    plane = controlplane.up(root / "cluster", extra_schedulers=[scheduler])
-    api = plane.client()
-    operator = Operator(plane.kubeconfig, root, extender_port, health_port)
-    try:
-        install_crds(plane)
-        manifests = samples.sample_fabric(spines=2, leaves_per_spine=2, hosts_per_leaf=4, gpus=8)
-        nodes.create(api, manifests, datetime.datetime.now(datetime.UTC))
-        topology = samples.demo_topology(TOPOLOGY)
-        topology["spec"]["links"] = []
-        topology["spec"]["health"] = {"recoverAfterSeconds": 0}
-        api.call("POST", "/apis/fabricsched.io/v1alpha1/fabrictopologies", topology)
-        leaf_of = {m["metadata"]["name"]: m["metadata"]["labels"][samples.TOPOGRAPH.leaf] for m in manifests}
-        spine_of = {m["metadata"]["name"]: m["metadata"]["labels"][samples.TOPOGRAPH.spine]
-                    for m in manifests}
-        operator.start()
-        yield Faults(plane, api, operator, leaf_of, spine_of)
-    finally:
-        operator.stop()
-        api.close()
-        plane.down()
+    with fabric_cluster(tmp_path_factory.mktemp("faults-cluster"), kind=Faults) as cluster:
+        yield cluster
 
 
 @pytest.fixture
@@ -141,22 +139,22 @@ def ns(faults: Faults) -> Iterator[str]:
     name = faults.namespace()
     yield name
     if faults.api_ready():
-        faults.clean(name)
-        wait_for("pods gone", lambda: not faults.pods(name), timeout=60)
-        wait_for("every GPU free and healthy in the topology's status", faults.settled, timeout=90)
+        faults.release(name, timeout=90)
 
 
 def test_the_api_server_down_for_30_s_and_back(faults: Faults, ns: str) -> None:
     faults.job(ns, "before", pods=4)
     before = faults.placed(ns, "before", 4)
     faults.plane.stop_component("kube-apiserver")
-    down_at = time.monotonic()
     probes = 0
+
+    def answers() -> bool:
+        nonlocal probes
+        probes += 1
+        return faults.healthz()
+
     try:
-        while time.monotonic() - down_at < 30:
-            assert faults.healthz(), "fabricsched run stopped answering /healthz with the API server down"
-            probes += 1
-            time.sleep(1.0)
+        holds_for("fabricsched run answering /healthz with the API server down", answers, 30, interval=1.0)
         assert faults.operator.process is not None and faults.operator.process.poll() is None
     finally:
         faults.plane.start_component("kube-apiserver")
@@ -183,9 +181,7 @@ def test_an_etcd_restart(faults: Faults, ns: str) -> None:
     before = faults.placed(ns, "before", 2)
     faults.plane.stop_component("etcd")
     try:
-        for _ in range(5):
-            assert faults.healthz()
-            time.sleep(1.0)
+        holds_for("fabricsched run answering /healthz with etcd down", faults.healthz, 5, interval=1.0)
     finally:
         faults.plane.start_component("etcd")
     wait_for("the API server ready again", faults.api_ready, timeout=60)
@@ -254,7 +250,10 @@ def test_a_reserved_ranks_node_cordoned_or_deleted_moves_the_rank_by_the_gang_ru
                             rest.MERGE_PATCH)
         else:
             faults.api.call("DELETE", f"/api/v1/nodes/{victim}")
-        time.sleep(1.0)  # the scheduler's cache and fabricsched's state have the change
+        faults.scheduler_sees_gone(ns, victim)
+        if fault == "deleted":
+            wait_for("fabricsched's state without the host (the topology's status)",
+                     lambda: faults.topology_status().get("nodes") == len(faults.leaf_of) - 1)
         faults.ungate(ns, "r-2")
         moved: str = wait_for("rank 2 bound", lambda: faults.pod_nodes(ns).get("r-2"), timeout=60)
         assert moved not in (victim, spare), moved
@@ -310,7 +309,7 @@ def test_a_namespace_deleted_with_reserved_gangs_frees_them_and_leaves_no_write_
     faults.placed(ns, "whole", 16)
     failed = rf"could not (write|create) FabricPlacement {doomed}/"
     writes_then = faults.log_lines(failed)
-    time.sleep(10.0)
+    holds_for(f"no retried write into {doomed}", lambda: faults.log_lines(failed) == writes_then, 10.0)
     writes_now = faults.log_lines(failed)
     assert writes_now == writes_then, f"{writes_now - writes_then} retried writes into {doomed} in 10 s"
     faults.no_double_booking()

@@ -1,7 +1,7 @@
 """Every panel of the shipped Grafana dashboard answers with data from a real Prometheus.
 
 A real Prometheus (the distribution's binary) scrapes a real ``fabricsched run`` on the local
-control plane (the cluster of ``test_extender``) every second. The test places a gang, degrades
+control plane (``harness.fabric_cluster``) every second. The test places a gang, degrades
 a host under it and keeps a second topology's Prometheus unreachable (an allowed URL where
 nothing listens: its queries fail), then runs each panel's query, the dashboard's template
 variables replaced by their "All" value and ``$__rate_interval`` by one minute, and asserts a
@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from harness import TOPOLOGY, Fabric, fabric_cluster
 from prometheus_harness import PrometheusServer, find_prometheus_or_skip, free_port
-from test_extender import TOPOLOGY, Fabric, fabric_cluster
 from waiting import wait_for
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "charts" / "fabricsched" / "dashboards" / "fabricsched.json"

@@ -1,6 +1,6 @@
 """Health from the tools fabric teams already run, on the real control plane: NVSentinel's NIC Health
 Monitor conditions and DRA device taints, read per rail, with the real kube-scheduler, kwok and
-``fabricsched run`` (the cluster of ``test_extender``: 2 spines x 2 leaves x 4 hosts of 8 GPUs,
+``fabricsched run`` (the conftest's ``fabric``: 2 spines x 2 leaves x 4 hosts of 8 GPUs,
 ``recoverAfterSeconds: 0``, here made rail-optimized: 8 rails, ``mlx5_0`` ... ``mlx5_7``).
 
 The conditions are written as NVSentinel's platform connector writes them (type = the check's
@@ -17,12 +17,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from test_extender import TOPOLOGIES, TOPOLOGY, Fabric, fabric, ns
+from harness import TOPOLOGIES, TOPOLOGY, Fabric
 from waiting import wait_for
 
 from fabricsched.cluster import rest
-
-__all__ = ["fabric", "ns"]  # the module's cluster and namespace fixtures
 
 DEVICES = [f"mlx5_{i}" for i in range(8)]
 RESOURCE = "/apis/resource.k8s.io/v1"

@@ -4,116 +4,48 @@ A test exporter serves node_exporter InfiniBand series per host and switch uplin
 leaf; a real Prometheus scrapes it every second; the operator evaluates the default rules plus a
 switch rule every second and writes FabricTopology status and Events.
 
-Timing budget of a degradation: one scrape for Prometheus to see the counter move, then
-``degradeAfter`` (N) firing evaluations, one more interval for the evaluation that straddles the
-change, and one status write: (N + 1) x interval + scrape + status interval, plus a fixed
-allowance for a loaded two-core CI machine.
+The timing budget of a degradation is telemetrykit's ``DEGRADE_BUDGET_S``.
 
-The last test closes the loop through a real kube-scheduler: a control plane of its own with the
-second scheduler ``fabricsched`` calling the extender of ``fabricsched run``, so a gang submitted
-as an Indexed Job is seen to avoid the host its counters degraded.
+The last test closes the loop through a real kube-scheduler: a control plane of its own
+(``harness.plane_with_fabricsched``) with the second scheduler ``fabricsched`` calling the
+extender of ``fabricsched run``, so a gang submitted as an Indexed Job is seen to avoid the host
+its counters degraded.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
-import subprocess
-import sys
 import time
-import urllib.error
-import urllib.request
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from clusterkit import Cluster, NodeFactory
+from harness import Fabric, plane_with_fabricsched
+from prometheus_harness import Exporter, PrometheusServer, find_prometheus_or_skip
+from telemetrykit import (
+    DEGRADE_BUDGET_S,
+    INTERVAL_S,
+    RECOVER_AFTER_S,
+    apply_crds,
+    condition,
+    operator,
+    record,
+    status_of,
+    timed,
+    topology_manifest,
+)
+from waiting import holds_for, wait_for
 
-# test_extender's Operator (``fabricsched run`` with a known extender port) and Fabric (Indexed
-# Jobs, bound ranks, FabricPlacements) drive the scheduled-gang test; a module import, so its
-# fixtures stay out of this module.
-import test_extender
-from clusterkit import Cluster, NodeFactory, find_binaries_or_skip
-from prometheus_harness import Exporter, PrometheusServer, find_prometheus_or_skip, free_port
-from waiting import holds, wait_for
-
-from fabricsched.api import placement as placement_api
 from fabricsched.api import topology as api
-from fabricsched.cluster import commands, controlplane, processes
-
-INTERVAL_S = 1
-DEGRADE_AFTER = 2
-RECOVER_AFTER_S = 4
-STATUS_INTERVAL_S = 1.0
-ALLOWANCE_S = 4.0
-DEGRADE_BUDGET_S = (DEGRADE_AFTER + 1) * INTERVAL_S + 1.0 + STATUS_INTERVAL_S + ALLOWANCE_S
-LEAF_RULE = {
-    "name": "leaf-uplink-errors", "target": "domain", "targetLabel": "leaf", "tier": "leaf",
-    "query": 'sum by (leaf) (increase(fabric_switch_port_errors_total{role="uplink"}[5s]))',
-    "comparison": ">", "threshold": 0,
-}
-
-
-def apply_crds(cluster: Cluster, repo_root: Path) -> None:
-    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(repo_root / "crds"))
-    for crd in (api.PLURAL, placement_api.PLURAL):
-        cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", f"crd/{crd}.{api.GROUP}")
 
 
 @pytest.fixture(scope="module")
 def crds(cluster: Cluster, repo_root: Path) -> None:
     apply_crds(cluster, repo_root)
-
-
-def topology_manifest(name: str, selector: dict[str, str], prometheus_url: str) -> dict[str, Any]:
-    """A two-tier FabricTopology over ``selector``'s nodes, its health read from ``prometheus_url``."""
-    return {
-        "apiVersion": api.API_VERSION, "kind": api.KIND, "metadata": {"name": name},
-        "spec": {
-            "nodeSelector": {"matchLabels": selector},
-            "tiers": [{"name": "leaf", "nodeLabel": "fabric.topograph.run/tier-0"},
-                      {"name": "spine", "nodeLabel": "fabric.topograph.run/tier-1"}],
-            "health": {"recoverAfterSeconds": RECOVER_AFTER_S, "prometheus": {
-                "url": prometheus_url, "intervalSeconds": INTERVAL_S, "timeoutSeconds": 2,
-                "degradeAfter": DEGRADE_AFTER, "defaultRules": {"window": "5s"}, "rules": [LEAF_RULE]}},
-        },
-    }
-
-
-@contextlib.contextmanager
-def operator(cluster: Cluster, workdir: Path, args: Sequence[str] = ()) -> Iterator[subprocess.Popen[bytes]]:
-    """``fabricsched run`` against the test cluster on free ports, until the block ends; ``args``
-    are more flags (the Prometheus allow-list: without one no Prometheus is asked)."""
-    health = f"127.0.0.1:{free_port()}"
-    log = (workdir / "operator.log").open("wb")
-    argv = [sys.executable, "-m", "fabricsched.cli", "run", f"--kubeconfig={cluster.kubeconfig}",
-            f"--health-address={health}", f"--extender-address=127.0.0.1:{free_port()}",
-            f"--status-interval={STATUS_INTERVAL_S}", *args]
-    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
-
-    def ready() -> bool:
-        if proc.poll() is not None:
-            pytest.fail(f"fabricsched run exited:\n{(workdir / 'operator.log').read_text()[-3000:]}",
-                        pytrace=False)
-        try:
-            with urllib.request.urlopen(f"http://{health}/readyz", timeout=1) as resp:
-                return bool(resp.status == 200)
-        except (urllib.error.URLError, OSError):
-            return False
-
-    try:
-        wait_for("fabricsched run to be ready", ready, timeout=60)
-        yield proc
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
 
 
 @pytest.fixture
@@ -136,26 +68,6 @@ def fabric(cluster: Cluster, crds: None, node_factory: NodeFactory, custom_objec
         exporter.stop()
         with contextlib.suppress(Exception):
             custom_objects.delete_cluster_custom_object(api.GROUP, api.VERSION, api.PLURAL, name)
-
-
-def status_of(custom_objects: Any, name: str) -> dict[str, Any]:
-    obj = custom_objects.get_cluster_custom_object(api.GROUP, api.VERSION, api.PLURAL, name)
-    return dict(obj.get("status") or {})
-
-
-def condition(status: dict[str, Any], ctype: str) -> dict[str, Any] | None:
-    return next((c for c in status.get("conditions") or () if c["type"] == ctype), None)
-
-
-def record(status: dict[str, Any], kind: str, name: str) -> dict[str, Any] | None:
-    key = "node" if kind == "node" else "domain"
-    return next((r for r in status.get("degraded") or () if r["kind"] == kind and r.get(key) == name), None)
-
-
-def timed(what: str, check: Callable[[], Any], timeout: float) -> tuple[Any, float]:
-    started = time.monotonic()
-    result = wait_for(what, check, timeout=timeout, interval=0.2)
-    return result, time.monotonic() - started
 
 
 def events_about(core_v1: Any, name: str) -> list[Any]:
@@ -252,7 +164,7 @@ def test_stopping_prometheus_sets_telemetry_unavailable_and_keeps_the_last_healt
         still = rec is not None and rec["state"] == "degraded" and rec.get("recoveringSince") is None
         return still and unavailable() is not None
 
-    holds("leaf l01 degraded while Prometheus is away", kept, RECOVER_AFTER_S + 2 * INTERVAL_S)
+    holds_for("leaf l01 degraded while Prometheus is away", kept, RECOVER_AFTER_S + 2 * INTERVAL_S)
 
     fabric["prometheus"].start()  # same port: the operator's retries find it again
     wait_for("TelemetryUnavailable=False again",
@@ -260,31 +172,11 @@ def test_stopping_prometheus_sets_telemetry_unavailable_and_keeps_the_last_healt
              and c["status"] == "False", timeout=30)
 
 
-class TelemetryOperator(test_extender.Operator):
-    """test_extender's ``fabricsched run``, with the flag that allows the test's Prometheus."""
-
-    def __init__(self, kubeconfig: Path, log_dir: Path, extender_port: int, health_port: int,
-                 prometheus_url: str) -> None:
-        super().__init__(kubeconfig, log_dir, extender_port, health_port)
-        self.prometheus_url = prometheus_url
-
-    def start(self) -> None:
-        path = self.log_dir / f"fabricsched-run-{next(self.starts)}.log"
-        with path.open("wb") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "fabricsched.cli", "run", f"--kubeconfig={self.kubeconfig}",
-                 f"--extender-address=127.0.0.1:{self.extender_port}",
-                 f"--health-address=127.0.0.1:{self.health_port}",
-                 f"--prometheus-allow-url={self.prometheus_url}"],
-                stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
-        wait_for("fabricsched run ready", self._ready, timeout=60)
-
-
 @dataclass
 class Scheduled:
     """A control plane with the ``fabricsched`` kube-scheduler, telemetry on one leaf of 4 hosts."""
 
-    jobs: test_extender.Fabric
+    jobs: Fabric
     topology: str
     hosts: list[str]
     exporter: Exporter
@@ -295,33 +187,24 @@ class Scheduled:
 
 
 @pytest.fixture
-def scheduled(tmp_path: Path, repo_root: Path) -> Iterator[Scheduled]:
+def scheduled(tmp_path: Path) -> Iterator[Scheduled]:
     """Its own plane (the session cluster has no second scheduler), nodes, Prometheus, operator."""
-    find_binaries_or_skip("telemetry tests")
     binary = find_prometheus_or_skip()
-    # The extender's port comes first: the scheduler's configuration names it.
-    extender_port, health_port = processes.free_ports(2)
-    scheduler = commands.fabricsched_scheduler(f"http://127.0.0.1:{extender_port}")
-    with contextlib.ExitStack() as stack:  # unwinds in reverse: operator first, plane last
-        plane = controlplane.up(tmp_path / "cluster", extra_schedulers=[scheduler])
-        stack.callback(plane.down)
-        client = plane.client()
-        stack.callback(client.close)
-        apply_crds(Cluster(plane, client), repo_root)
-        factory = NodeFactory(client)
+    with plane_with_fabricsched(tmp_path) as jobs, contextlib.ExitStack() as stack:
+        # unwinds before the plane, in reverse: the operator, Prometheus, the exporter
+        factory = NodeFactory(jobs.api)
         hosts = factory(4, gpus=8, leaf="l01")
+        jobs.leaf_of.update(dict.fromkeys(hosts, "l01"))
+        jobs.spine_of.update(dict.fromkeys(hosts, "s1"))
         exporter = Exporter(hosts, ["l01"]).start()
         stack.callback(exporter.stop)
         prom = PrometheusServer(binary, tmp_path, exporter).start()
         stack.callback(prom.stop)
         name = f"tel-{uuid.uuid4().hex[:8]}"
-        client.call("POST", f"/apis/{api.GROUP}/{api.VERSION}/{api.PLURAL}",
-                    topology_manifest(name, factory.selector, prom.url))
-        operator = TelemetryOperator(plane.kubeconfig, tmp_path, extender_port, health_port, prom.url)
-        stack.callback(operator.stop)
-        operator.start()
-        jobs = test_extender.Fabric(plane, client, operator, dict.fromkeys(hosts, "l01"),
-                                    dict.fromkeys(hosts, "s1"))
+        jobs.add_topology(topology_manifest(name, factory.selector, prom.url))
+        jobs.operator.args.append(f"--prometheus-allow-url={prom.url}")
+        stack.callback(jobs.operator.stop)
+        jobs.operator.start()
         yield Scheduled(jobs, name, hosts, exporter)
 
 

@@ -19,13 +19,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import chartkit
 import pytest
-import test_chart
-import test_telemetry
+import telemetrykit
 import yaml
-from clusterkit import Cluster, NodeFactory, find_binaries_or_skip, wait_for
+from clusterkit import Cluster, NodeFactory, find_binaries_or_skip
 from prometheus_harness import Exporter, PrometheusServer, Secured, find_prometheus_or_skip
-from test_telemetry import DEGRADE_BUDGET_S, RECOVER_AFTER_S, condition, record, status_of
+from telemetrykit import DEGRADE_BUDGET_S, RECOVER_AFTER_S, condition, record, status_of
+from waiting import holds_for, wait_for
 
 from fabricsched.api import topology as api
 
@@ -34,7 +35,7 @@ USER, PASSWORD = "fabricsched", "correct horse"
 
 @pytest.fixture(scope="module")
 def crds(cluster: Cluster, repo_root: Path) -> None:
-    test_telemetry.apply_crds(cluster, repo_root)
+    telemetrykit.apply_crds(cluster, repo_root)
 
 
 @dataclass
@@ -82,7 +83,7 @@ def secure(crds: None, node_factory: NodeFactory, tmp_path: Path) -> Iterator[Se
 @contextlib.contextmanager
 def topology(custom_objects: Any, selector: dict[str, str], url: str,
              access: dict[str, Any] | None, rules: list[dict[str, Any]] | None = None) -> Iterator[str]:
-    manifest = test_telemetry.topology_manifest(f"tla-{uuid.uuid4().hex[:8]}", selector, url)
+    manifest = telemetrykit.topology_manifest(f"tla-{uuid.uuid4().hex[:8]}", selector, url)
     prom = manifest["spec"]["health"]["prometheus"]
     prom["rules"] = rules or []
     if access is not None:
@@ -106,13 +107,13 @@ def test_with_the_mounted_credentials_a_rising_link_downed_counter_downs_the_lin
 ) -> None:
     host = secure.hosts[0]
     with topology(custom_objects, secure.selector, secure.prometheus.url, secure.access()) as name, \
-            test_telemetry.operator(cluster, tmp_path, secure.args()):
+            telemetrykit.operator(cluster, tmp_path, secure.args()):
         wait_for("TelemetryUnavailable=False over TLS and basic auth",
                  lambda: telemetry_condition(custom_objects, name, "False"), timeout=60)
         wait_for("Prometheus to hold the counter before the step",
                  lambda: secure.prometheus.has_scraped(host), timeout=30)
         secure.exporter.link_downed(host, "mlx5_0")
-        row, took = test_telemetry.timed(f"node {host} down by ib-link-downed",
+        row, took = telemetrykit.timed(f"node {host} down by ib-link-downed",
                                          lambda: record(status_of(custom_objects, name), "node", host),
                                          DEGRADE_BUDGET_S)
         assert took <= DEGRADE_BUDGET_S
@@ -137,7 +138,7 @@ def test_a_wrong_password_gives_telemetry_unavailable_saying_401_and_a_rotated_o
 ) -> None:
     (secure.creds / "password").write_text("wrong\n")
     with topology(custom_objects, secure.selector, secure.prometheus.url, secure.access()) as name, \
-            test_telemetry.operator(cluster, tmp_path, secure.args()) as proc:
+            telemetrykit.operator(cluster, tmp_path, secure.args()) as proc:
         cond = wait_for("TelemetryUnavailable=True",
                         lambda: telemetry_condition(custom_objects, name, "True"), timeout=60)
         assert cond["reason"] == "PrometheusUnauthorized"
@@ -160,7 +161,7 @@ def test_a_missing_password_file_and_an_invalid_rule_are_reported_by_name(
     nobody = {"fabricsched.io/test-none": uuid.uuid4().hex[:8]}  # two topologies must not share nodes
     with topology(custom_objects, nobody, url, missing) as no_file, \
             topology(custom_objects, secure.selector, url, secure.access(), bad_rule) as bad, \
-            test_telemetry.operator(cluster, tmp_path, secure.args()):
+            telemetrykit.operator(cluster, tmp_path, secure.args()):
         cond = wait_for("TelemetryUnavailable=True (no password file)",
                         lambda: telemetry_condition(custom_objects, no_file, "True"), timeout=60)
         assert cond["reason"] == "CredentialsUnavailable"
@@ -206,12 +207,13 @@ def test_a_url_outside_the_allow_list_is_never_requested(
     target = Listener()
     try:
         with topology(custom_objects, secure.selector, target.url + "/api", None) as name, \
-                test_telemetry.operator(cluster, tmp_path, secure.args()):
+                telemetrykit.operator(cluster, tmp_path, secure.args()):
             cond = wait_for("TelemetryUnavailable=True (not allowed)",
                             lambda: telemetry_condition(custom_objects, name, "True"), timeout=60)
             assert cond["reason"] == "PrometheusNotAllowed"
             assert f"{target.url}/api is not allowed" in cond["message"]
-            time.sleep(3)  # three evaluation intervals: any request would have been made by now
+            # Three evaluation intervals: any request would have been made by now.
+            holds_for("no request to the URL outside the allow-list", lambda: target.requests == 0, 3.0)
             assert target.requests == 0
     finally:
         target.stop()
@@ -222,16 +224,16 @@ MOUNT = "/etc/fabricsched/prometheus"
 
 
 @pytest.fixture
-def helm(tmp_path: Path) -> test_chart.Helm:
+def helm(tmp_path: Path) -> chartkit.Helm:
     found = find_binaries_or_skip("the chart's tests")
     if found.helm is None:
         pytest.skip("helm is not built; run `make tools`")
     (tmp_path / "helm").mkdir()
-    return test_chart.Helm(found.helm, tmp_path / "helm")
+    return chartkit.Helm(found.helm, tmp_path / "helm")
 
 
 def test_fabricsched_run_configured_from_the_chart_queries_the_secured_prometheus(
-    secure: Secure, helm: test_chart.Helm, cluster: Cluster, custom_objects: Any, tmp_path: Path
+    secure: Secure, helm: chartkit.Helm, cluster: Cluster, custom_objects: Any, tmp_path: Path
 ) -> None:
     name = f"tla-chart-{uuid.uuid4().hex[:8]}"
     access = {"basicAuth": {"username": USER, "passwordFile": f"{MOUNT}/password"},
@@ -245,7 +247,7 @@ def test_fabricsched_run_configured_from_the_chart_queries_the_secured_prometheu
                          "url": secure.prometheus.url, "intervalSeconds": 1, "access": access}}},
     }
     docs = helm.render(values, "fabricsched-system")
-    pod = test_chart.one(docs, "Deployment")["spec"]["template"]["spec"]
+    pod = chartkit.one(docs, "Deployment")["spec"]["template"]["spec"]
     container = next(c for c in pod["containers"] if c["name"] == "fabricsched")
     mount = next(m for m in container["volumeMounts"] if m["name"] == "prometheus-credentials")
     volume = next(v for v in pod["volumes"] if v["name"] == "prometheus-credentials")
@@ -257,11 +259,11 @@ def test_fabricsched_run_configured_from_the_chart_queries_the_secured_prometheu
     # The Secret's keys as the kubelet projects them: one file each, in the folder standing in
     # for the mount; the chart's paths point there.
     here = str(secure.creds)
-    manifest = test_chart.one(docs, "FabricTopology")
+    manifest = chartkit.one(docs, "FabricTopology")
     text = yaml.safe_dump(manifest).replace(MOUNT, here)
     custom_objects.create_cluster_custom_object(api.GROUP, api.VERSION, api.PLURAL, yaml.safe_load(text))
     try:
-        with test_telemetry.operator(cluster, tmp_path, [f.replace(MOUNT, here) for f in flags]):
+        with telemetrykit.operator(cluster, tmp_path, [f.replace(MOUNT, here) for f in flags]):
             wait_for("TelemetryUnavailable=False with the chart's configuration",
                      lambda: telemetry_condition(custom_objects, name, "False"), timeout=60)
     finally:
@@ -283,7 +285,7 @@ def test_the_api_server_refuses_bad_access_at_apply_time(
 ) -> None:
     from kubernetes.client import exceptions
 
-    manifest = test_telemetry.topology_manifest(f"tla-bad-{uuid.uuid4().hex[:8]}", {"x": "y"},
+    manifest = telemetrykit.topology_manifest(f"tla-bad-{uuid.uuid4().hex[:8]}", {"x": "y"},
                                                 "http://prometheus.monitoring:9090")
     manifest["spec"]["health"]["prometheus"]["access"] = access
     with pytest.raises(exceptions.ApiException) as info:

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 import yaml
+from chartkit import CHART, REPO, Helm
 from clusterkit import Cluster
-from test_chart import CHART, REPO, Helm, tools  # noqa: F401  (the fixture, used by name)
 
 from fabricsched.api import placement as api
 from fabricsched.cluster import binaries
@@ -57,7 +57,7 @@ def placement(namespace: str) -> dict[str, Any]:
 
 
 def test_helm_upgrade_from_the_previous_chart_keeps_running_gangs_and_serves_the_new_crds(
-    cluster: Cluster, namespace: str, tools: binaries.Binaries, tmp_path: Path  # noqa: F811
+    cluster: Cluster, namespace: str, tools: binaries.Binaries, tmp_path: Path
 ) -> None:
     assert tools.helm is not None
     helm = Helm(tools.helm, tmp_path)

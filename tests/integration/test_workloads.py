@@ -1,6 +1,6 @@
 """Every common training workload lands as one gang (issue 11, items 2-5).
 
-The extender's own cluster (``test_extender``'s module fixture: the 1.37 control plane with
+The extender's own cluster (the conftest's ``fabric``, one per module: the 1.37 control plane with
 GenericWorkload, the fabricsched kube-scheduler, ``fabricsched run``, 16 kwok nodes of 8 GPUs
 in 2 spines x 2 leaves x 4 hosts). Each kind's CRD is the real one, copied from its Go module at
 the pin in hack/build-tools.sh; the JobSet controller is the real one and makes the JobSet's
@@ -18,17 +18,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import test_extender
 import yaml
 from clusterkit import find_binaries_or_skip
-from test_extender import REPO, Fabric, leaf_changes, trainer_spec
+from harness import REPO, Fabric, leaf_changes, trainer_spec
 from waiting import wait_for
 
 from fabricsched.cluster import binaries, jobset, kwok
-
-# test_extender's fixtures: this module gets a cluster of its own, set up the same way.
-fabric = test_extender.fabric
-ns = test_extender.ns
 
 CRDS = {
     "pytorchjobs.kubeflow.org": "github.com_kubeflow_training-operator-v1.9.3/kubeflow.org_pytorchjobs.yaml",

@@ -1,9 +1,15 @@
-"""Waiting in the cluster tests: for observable state, never for a fixed time.
+"""Waiting in the cluster tests (integration and e2e): for observable state, never for a fixed time.
 
-``wait_for`` polls a check until it returns something truthy and fails the test naming what
-it waited for and the last value it saw. ``holds`` is the same loop turned around, for the few
-claims that something does *not* happen: it polls a check for a whole period and fails the
-moment it turns false (a check every ``interval``, not one look after a sleep).
+The only module under tests/integration that sleeps (``make lint`` runs hack/checks/test_sleeps.py,
+which fails on a sleep anywhere else there). ``wait_for`` polls a check until it returns
+something truthy and fails the test naming what it waited for and the last value it saw.
+``holds_for`` is the same loop turned around, for the few claims that something does *not*
+happen: it polls a check for a whole period and fails the moment it turns false (a check every
+``interval``, not one look after a sleep). ``paced`` runs a probe at a steady rate, for tests
+that measure how a process answers over a period (``/healthz`` while the API server is down).
+
+Needs nothing but pytest: the e2e tests import it on machines without the control plane
+(pyproject puts this folder on pytest's ``pythonpath``).
 """
 
 from __future__ import annotations
@@ -36,7 +42,7 @@ def wait_for(
         time.sleep(interval)
 
 
-def holds(what: str, check: Callable[[], object], seconds: float, interval: float = INTERVAL_S) -> None:
+def holds_for(what: str, check: Callable[[], object], seconds: float, interval: float = INTERVAL_S) -> None:
     """``check()`` stays truthy for ``seconds``, polled every ``interval`` s; fails at the first
     falsy result, naming ``what``."""
     deadline = time.monotonic() + seconds
@@ -47,6 +53,14 @@ def holds(what: str, check: Callable[[], object], seconds: float, interval: floa
         return time.monotonic() >= deadline
 
     wait_for(what, broken, timeout=seconds + 30.0, interval=interval)
+
+
+def paced(probe: Callable[[], None], times: int, interval: float) -> None:
+    """``probe()`` ``times`` times, ``interval`` s apart (a steady rate of looks, the last one
+    followed by the same pause, as a prober's would be)."""
+    for _ in range(times):
+        probe()
+        time.sleep(interval)
 
 
 def _short(value: object) -> str:

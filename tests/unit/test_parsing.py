@@ -26,12 +26,18 @@ def test_anything_but_ascii_digits_is_invalid(text: str) -> None:
         parsing.count(text, "rank", 999)
 
 
-def test_superscript_two_is_what_isdigit_accepts_and_int_refuses() -> None:
-    assert "²".isdigit()
-    with pytest.raises(ValueError):
-        int("²")
-    with pytest.raises(parsing.Invalid):
-        parsing.count("²", "rank", 999)
+UNICODE_DIGITS = [chr(c) for c in range(0x80, 0x30000) if chr(c).isdigit()]
+"""Every non-ASCII character ``str.isdigit`` accepts (superscripts, Arabic-Indic and fullwidth
+digits...): ``int`` reads some of them as numbers and refuses others, so a reader built on either
+lets hostile text through or fails on it with a ValueError of its own."""
+
+
+def test_no_digit_outside_ascii_reads_as_a_number_alone_or_among_ascii_digits() -> None:
+    assert len(UNICODE_DIGITS) > 500  # the set is the one Python knows, not a handful
+    for digit in UNICODE_DIGITS:
+        for text in (digit, f"1{digit}", f"{digit}0", f" {digit} "):
+            with pytest.raises(parsing.Invalid, match="not a whole number"):
+                parsing.count(text, "rank", 999)
 
 
 @pytest.mark.parametrize(("text", "minimum"), [("1000", 0), ("0", 1), ("0" * 20 + "1000", 0)],

@@ -1,4 +1,4 @@
-"""Fixtures for the tooling checks under hack/checks/: the checker module, loaded from its file (hack/
+"""Fixtures for the tooling checks under hack/checks/: the checker modules, loaded from their files (hack/
 is not a package), and a writer of small synthetic packages in a temporary directory."""
 
 from __future__ import annotations
@@ -13,14 +13,23 @@ import pytest
 from checks_harness import CHECKS_DIR, WritePackage
 
 
-@pytest.fixture(scope="session")
-def structure() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("structure_check", CHECKS_DIR / "structure.py")
+def _load(name: str, file: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, CHECKS_DIR / file)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up by name
     spec.loader.exec_module(module)
     return module
+
+
+@pytest.fixture(scope="session")
+def structure() -> ModuleType:
+    return _load("structure_check", "structure.py")
+
+
+@pytest.fixture(scope="session")
+def sleeps() -> ModuleType:
+    return _load("sleeps_check", "test_sleeps.py")
 
 
 @pytest.fixture

@@ -7,10 +7,10 @@ over its GPUs) inside the domain chosen; and no victim could have been spared (i
 
 from __future__ import annotations
 
+from fabric_strategies import fabrics
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from placement_builders import all_free, per_host
-from test_engine_properties import fabrics
 
 from fabricsched import ids
 from fabricsched.placement import placing, preemption, request, snapshot

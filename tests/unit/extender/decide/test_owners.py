@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from extender_harness import Harness, fabric_nodes
-from test_owner_gangs import jobset, jobset_pod
+from owner_objects import jobset, jobset_pod
 
 from fabricsched import gangs, parsing
 from fabricsched.extender.decide import owners
