@@ -134,8 +134,10 @@ def make_app(source: view.Source, min_rebuild_s: float = MIN_REBUILD_S) -> web.A
     return app
 
 
-async def serve(source: view.Source, options: DashboardOptions) -> None:
-    """Serve the page on ``options.address`` until cancelled."""
+async def serve(source: view.Source, options: DashboardOptions,
+                listening: asyncio.Event | None = None) -> None:
+    """Serve the page on ``options.address`` until cancelled; ``listening`` is set once it
+    listens, or once it gave up (it cannot listen: logged, the rest goes on)."""
     host, port = split_address(options.address)
     runner = web.AppRunner(make_app(source), access_log=None)
     await runner.setup()
@@ -146,6 +148,9 @@ async def serve(source: view.Source, options: DashboardOptions) -> None:
             # The page is an extra: the operator and the extender go on without it.
             logger.error("fabric page not served: cannot listen on %s: %s", options.address, e)
             return
+        finally:
+            if listening is not None:
+                listening.set()
         logger.info("fabric page on http://%s:%d/", host, port)
         await asyncio.Event().wait()
     finally:
