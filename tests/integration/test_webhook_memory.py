@@ -46,7 +46,8 @@ def send(served: Served, count: int, uid_bytes: int = 0) -> list[tuple[int, bool
         return [a for part in pool.map(one_thread, shares) for a in part]
 
 
-def test_update_reviews_with_fresh_and_huge_uids_are_answered_and_leave_nothing_behind(served: Served) -> None:
+def test_update_reviews_with_fresh_and_huge_uids_are_answered_and_leave_nothing_behind(
+        served: Served) -> None:
     assert len(family(served.process.pid)) >= 2  # the front process is counted
     warm = send(served, 500) + send(served, 20, uid_bytes=500_000)
     assert all(a == (200, True) for a in warm)
