@@ -63,7 +63,7 @@ def big_review() -> dict[str, Any]:
            "spec": {"containers": [{"name": "c", "image": "x",
                                     "resources": {"limits": {"nvidia.com/gpu": "8"}}}]}}
     return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
-        "uid": "", "operation": "CREATE", "namespace": "flood",
+        "uid": "", "operation": "CREATE", "namespace": "flood", "userInfo": {"username": "flood"},
         "kind": {"group": "", "version": "v1", "kind": "Pod"},
         "resource": {"group": "", "version": "v1", "resource": "pods"}, "object": pod}}
 
