@@ -2,7 +2,7 @@
 admission server): 15,000 UPDATE reviews with fresh uids, then 200 with 500 KB uids, posted
 straight to the webhook's port over TLS. Every answer is 200 and allowed, and the resident
 memory of ``fabricsched run`` and its children stays within 8 MB of where it was after a
-warm-up of 500 reviews. Under kopf it grew by about 16 MB and 92 MB.
+warm-up of 500 reviews.
 """
 
 from __future__ import annotations
