@@ -10,6 +10,8 @@ state) on loopback and times GET /api/state with aiohttp's client, three ways:
 
 - revalidate: nothing moved, the page's own request (``If-None-Match``) -> 304;
 - cached: nothing moved, no ETag -> the serialised body of this version (200);
+- a new query: ``namespace=`` a new name each time (nothing moved): the fabric part is built
+  once per version whatever the query; a query pays its gang list and the join;
 - after a change: one pod of a new gang bound before each request, so every request finds a
   new version and rebuilds the document (the cost the page pays while the cluster moves; the
   rebuild is incremental, ``dashboard.fragments``: the bound pod's leaf and what sums it).
@@ -74,6 +76,8 @@ async def run(size: int, gangs: int, requests: int) -> None:
             print(line("revalidate (304)", [t for t, *_ in same], 0))
             cached = [await timed(session, url, None) for _ in range(requests)]
             print(line("cached (200)", [t for t, *_ in cached], body_size))
+            queried = [await timed(session, f"{url}?namespace=ns-{i}", None) for i in range(requests)]
+            print(line("a new namespace= each time", [t for t, *_ in queried], queried[-1][2]))
             moved = []
             for _ in range(max(1, requests // 4)):
                 body, names = bench.next_pod()

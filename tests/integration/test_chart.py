@@ -125,6 +125,7 @@ def test_default_render_has_one_deployment_and_no_optional_objects(helm: Helm) -
         # The namespace opt-in webhook (on by default): its certificate, Service and configuration.
         "Secret", "Service", "MutatingWebhookConfiguration",
         "Role", "RoleBinding",  # the wake-up object's (rbac-wakeup.yaml)
+        "NetworkPolicy",  # who may reach the pod's ports (networkpolicy.yaml)
     ])
     for doc in docs:
         if doc["kind"] not in ("ClusterRole", "ClusterRoleBinding", "MutatingWebhookConfiguration"):

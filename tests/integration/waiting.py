@@ -15,7 +15,7 @@ Needs nothing but pytest: the e2e tests import it on machines without the contro
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TypeVar
 
 import pytest
@@ -61,6 +61,21 @@ def paced(probe: Callable[[], None], times: int, interval: float) -> None:
     for _ in range(times):
         probe()
         time.sleep(interval)
+
+
+def spread(count: int, seconds: float) -> Iterator[int]:
+    """0 .. count-1, spread evenly over ``seconds`` (a load generator's steady rate)."""
+    start = time.monotonic()
+    for i in range(count):
+        delay = start + i * seconds / count - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        yield i
+
+
+def pause(seconds: float) -> None:
+    """A load generator's gap between two requests (not a wait for state: use ``wait_for``)."""
+    time.sleep(seconds)
 
 
 def _short(value: object) -> str:

@@ -116,6 +116,10 @@ def _add_webhook_flags(run: argparse.ArgumentParser) -> None:
                      help="a pod requesting this resource is a GPU pod the webhook sends to "
                           "fabricsched; repeat for several; use the gpuResource of every "
                           f"FabricTopology (default: {schedconfig.DEFAULT_GPU_RESOURCE})")
+    run.add_argument("--webhook-client-ca", type=Path, default=None, metavar="FILE",
+                     help="answer only webhook clients (the API server, configured to present a "
+                          "client certificate) showing a certificate signed by this CA (PEM) "
+                          "(default: none, any TLS client)")
 
 
 def _webhook_options(args: argparse.Namespace) -> webhook_options.WebhookOptions | None:
@@ -125,7 +129,8 @@ def _webhook_options(args: argparse.Namespace) -> webhook_options.WebhookOptions
         raise ValueError("--webhook-cert-file and --webhook-key-file go together")
     return _flagged("--webhook", lambda: webhook_options.WebhookOptions(
         cert_file=args.webhook_cert_file, key_file=args.webhook_key_file, address=args.webhook_address,
-        gpu_resources=tuple(args.webhook_gpu_resources or (schedconfig.DEFAULT_GPU_RESOURCE,))))
+        gpu_resources=tuple(args.webhook_gpu_resources or (schedconfig.DEFAULT_GPU_RESOURCE,)),
+        client_ca=args.webhook_client_ca))
 
 
 def resolve_kubeconfig(given: Path | None, environ: Mapping[str, str]) -> Path | None:
@@ -166,6 +171,7 @@ def options_from(args: argparse.Namespace) -> run_options.RunOptions:
         dashboard=_flagged("--dashboard-address",
                            lambda: dashboard_server.DashboardOptions(args.dashboard_address)),
         webhook=_webhook_options(args),
+        verbose=bool(getattr(args, "verbose", False)),
     )
 
 

@@ -41,6 +41,8 @@ class RunOptions:
     """The fabric page (``--dashboard-address``; an empty address turns it off)."""
     webhook: webhook_options.WebhookOptions | None = None
     """The namespace opt-in webhook; None: not served (no certificate given)."""
+    verbose: bool = False
+    """``--verbose``: the front process logs as much as this one."""
 
     def __post_init__(self) -> None:
         if self.log_format not in LOG_FORMATS:

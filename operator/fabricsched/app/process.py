@@ -4,24 +4,23 @@ its state, and the views each gives the other.
     operator state ──StateView, Recorder──▶ extender service
     extender book  ──ReservedGpus────────▶ status reporter
     extender       ──Readiness───────────▶ /readyz
-    both, in memory ─view.PageSource─────────▶ the fabric page (``dashboard``; --dashboard-address)
+    both, in memory ─view.PageSource─────────▶ a snapshot per state version, over a pipe, to
+                                           the front process: the fabric page and the
+                                           namespace opt-in webhook (``front``, ``front_link``)
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 from collections.abc import Callable
 
 from fabricsched.api import admission
-from fabricsched.app import dashboard
+from fabricsched.app import dashboard, front, front_link
 from fabricsched.app import options as run_options
 from fabricsched.controller import election, kube, running, runtime
-from fabricsched.dashboard import server as dashboard_server
 from fabricsched.extender import service
-from fabricsched.webhook import options as webhook_options
-from fabricsched.webhook import server as webhook_server
+from fabricsched.ports import views
 
 logger = logging.getLogger(__name__)
 
@@ -35,35 +34,42 @@ def extender_for(rt: runtime.Runtime, options: service.ServiceOptions,
 
 def companions(
     extender: service.Service,
-    webhook: webhook_options.WebhookOptions | None = None,
-    page: Callable[[], running.Companion] | None = None,
+    front_process: front_link.Front | None = None,
     elector: election.LeaseElector | None = None,
 ) -> running.Companions:
-    """What the operator's run gets of the extender (and of the webhook, the fabric page and the
-    election, when they run)."""
+    """What the operator's run gets of the extender (and of the front process, serving the
+    webhook and the fabric page, and of the election, when they run)."""
     tasks: dict[str, Callable[[], running.Companion]] = {"extender": extender.run}
-    if page is not None:
-        tasks["dashboard"] = page
+    readiness: list[views.Readiness] = [extender]
+    if front_process is not None:
+        tasks["front"] = front_process.run
+        readiness.append(front_process)
     if elector is not None:
         tasks["leader election"] = elector.run
     return running.Companions(
         tasks=tasks,
         reserved=extender.reservations,
         gangs=extender.gangs_on_path,
-        readiness=(extender,),
-        kopf_parts=webhook_parts(webhook),
+        readiness=tuple(readiness),
         leading=elector.leading if elector is not None else None,
-        optional=frozenset({"dashboard"}),  # a page that cannot listen costs no decision
+        optional=frozenset({"front"}),  # a page or webhook that cannot serve costs no decision
     )
 
 
-def webhook_parts(webhook: webhook_options.WebhookOptions | None) -> tuple[running.KopfPart, ...]:
-    """kopf's admission handler and server for the namespace opt-in; none without a certificate."""
-    if webhook is None:
+def front_for(rt: runtime.Runtime, extender: service.Service,
+              options: run_options.RunOptions) -> front_link.Front | None:
+    """The front process (webhook and fabric page), or None when both are off."""
+    wanted = front.FrontOptions(options.webhook, options.dashboard, options.log_format, options.verbose)
+    if options.webhook is None:
         logger.info("namespace opt-in webhook off (no --webhook-cert-file)")
-        return ()
-    logger.info("namespace opt-in webhook on https://%s%s", webhook.address, admission.PATH)
-    return (functools.partial(webhook_server.install, options=webhook),)
+    else:
+        logger.info("namespace opt-in webhook on https://%s%s", options.webhook.address, admission.PATH)
+    if options.dashboard.enabled:
+        logger.info("fabric page on http://%s/", options.dashboard.address)
+    if not wanted.needed:
+        return None
+    source = dashboard.source(rt.state, extender) if options.dashboard.enabled else None
+    return front_link.Front(wanted, source)
 
 
 def elector_for(rt: runtime.Runtime, leases: run_options.LeaseOptions) -> election.LeaseElector | None:
@@ -89,16 +95,4 @@ async def serve(options: run_options.RunOptions, stop_flag: asyncio.Event | None
                     options.leases.namespace, options.leases.name, elector.options.identity)
     else:
         logger.info("extender on %s; the only writer (no --leader-elect)", options.extender.address)
-    page = _page(rt, extender, options.dashboard)
-    await running.serve(rt, companions(extender, options.webhook, page, elector), stop_flag)
-
-
-def _page(
-    rt: runtime.Runtime, extender: service.Service, options: dashboard_server.DashboardOptions
-) -> Callable[[], running.Companion] | None:
-    """The fabric page's task on the process's state, or None when it is off."""
-    if not options.enabled:
-        return None
-    source = dashboard.source(rt.state, extender)
-    logger.info("fabric page on http://%s/", options.address)
-    return functools.partial(dashboard_server.serve, source, options)
+    await running.serve(rt, companions(extender, front_for(rt, extender, options), elector), stop_flag)

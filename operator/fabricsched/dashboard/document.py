@@ -50,10 +50,12 @@ def element_id(key: path.ElementKey) -> str:
 EVERYTHING = Selection()
 
 
-def build(snap: view.PageSnapshot, selection: Selection = EVERYTHING,
-          rows: Rows | None = None) -> dict[str, Any]:
+def build(snap: view.PageSnapshot, selection: Selection = EVERYTHING, rows: Rows | None = None,
+          fabrics: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     """The document for ``selection``; a selection naming nothing gives an empty view and a
-    message. ``rows`` keeps host and gang rows between builds (``fragments``, ``dumps``)."""
+    message. ``rows`` keeps host and gang rows between builds (``fragments``, ``dumps``);
+    ``fabrics`` keeps each topology's fabric part for other selections of the same snapshot
+    (the caller empties it when the snapshot changes)."""
     names = sorted((str(f.name) for f in snap.fabrics), key=index.natural_key)
     messages: list[str] = []
     chosen = _choose(snap.fabrics, selection.topology, messages)
@@ -71,11 +73,18 @@ def build(snap: view.PageSnapshot, selection: Selection = EVERYTHING,
             messages.append(f"no gang named {_short(selection.gang)!r}")
     kept = (rows or Rows()).of(chosen.name if chosen is not None else "")
     fab = chosen.fabric if chosen is not None else None
+    part = None
+    if chosen is not None:
+        part = fabrics.get(str(chosen.name)) if fabrics is not None else None
+        if part is None:
+            part = _fabric(chosen, kept)
+            if fabrics is not None:
+                fabrics[str(chosen.name)] = part
     doc: dict[str, Any] = {
         "topologies": names,
         "topology": str(chosen.name) if chosen is not None else None,
         "messages": messages,
-        "fabric": _fabric(chosen, kept) if chosen is not None else None,
+        "fabric": part,
         "gangs": [kept.gang(g, lambda g: _gang(g, fab)) for g in gangs] if fab is not None else [],
         "pending": [_pending(p) for p in pending],
     }
@@ -156,11 +165,14 @@ def _records(effective: Mapping[health.ElementId, health.ElementHealth]) -> _Rec
 
 _HOSTS_MARK = "\x00hosts\x00"
 _GANGS_MARK = "\x00gangs\x00"
+_FABRIC_MARK = "\x00fabric\x00"
 
 
-def dumps(doc: Mapping[str, Any], rows: Rows | None = None) -> bytes:
+def dumps(doc: Mapping[str, Any], rows: Rows | None = None,
+          fabric_texts: dict[str, str] | None = None) -> bytes:
     """``doc`` as compact JSON; its host and gang rows from the fragments ``rows`` keeps when
-    ``doc`` was built with them (each row serialised once, when it was made)."""
+    ``doc`` was built with them (each row serialised once, when it was made). ``fabric_texts``
+    keeps each topology's fabric part as JSON for other selections of the same build."""
     fab = doc.get("fabric")
     if rows is None or not fab:
         return fragments.compact(doc).encode()
@@ -168,18 +180,32 @@ def dumps(doc: Mapping[str, Any], rows: Rows | None = None) -> bytes:
     gangs = kept.gangs_text(doc["gangs"])
     if fab["hosts"] is not kept.hosts or gangs is None:
         return fragments.compact(doc).encode()
-    marks = {fragments.compact(_HOSTS_MARK): kept.hosts_text, fragments.compact(_GANGS_MARK): gangs}
-    text = fragments.compact({**doc, "fabric": {**fab, "hosts": _HOSTS_MARK}, "gangs": _GANGS_MARK})
-    if any(text.count(mark) != 1 for mark in marks):  # a mark in some reason text: the plain way
-        return fragments.compact(doc).encode()
-    # Splice at the marks' places in the marked text, so nothing spliced in is searched again.
+    fabric_text = fabric_texts.get(fab["name"]) if fabric_texts is not None else None
+    if fabric_text is None:
+        fabric_text = _splice(fragments.compact({**fab, "hosts": _HOSTS_MARK}),
+                              {_HOSTS_MARK: kept.hosts_text})
+        if fabric_text is None:  # a mark in some reason text: the plain way
+            return fragments.compact(doc).encode()
+        if fabric_texts is not None:
+            fabric_texts[fab["name"]] = fabric_text
+    text = _splice(fragments.compact({**doc, "fabric": _FABRIC_MARK, "gangs": _GANGS_MARK}),
+                   {_FABRIC_MARK: fabric_text, _GANGS_MARK: gangs})
+    return fragments.compact(doc).encode() if text is None else text.encode()
+
+
+def _splice(text: str, parts: Mapping[str, str]) -> str | None:
+    """``text`` with each (JSON-quoted) mark replaced by its part; None when a mark is not there
+    exactly once. Spliced at the marks' places, so nothing spliced in is searched again."""
+    marks = {fragments.compact(mark): part for mark, part in parts.items()}
+    if any(text.count(mark) != 1 for mark in marks):
+        return None
     spots = sorted((text.index(mark), mark) for mark in marks)
-    parts, at = [], 0
+    out, at = [], 0
     for spot, mark in spots:
-        parts += [text[at:spot], marks[mark]]
+        out += [text[at:spot], marks[mark]]
         at = spot + len(mark)
-    parts.append(text[at:])
-    return "".join(parts).encode()
+    out.append(text[at:])
+    return "".join(out)
 
 
 @dataclass(frozen=True)

@@ -6,20 +6,23 @@
 - anything else: 404.
 
 Cheap for the process: a request compares the source's version (``view.PageSource.version``) with
-the last one seen; only when it moved are the facts read again, and each selection's JSON is
-serialised once per version (a small cache, cleared when the version moves). Nothing here
-calls the API server.
+the last one seen; only when it moved are the facts read again. Each topology's fabric part
+(host rows, domains, their JSON) is built once per version, whatever the query; a query adds
+only its filtered gang list, and the last ``MAX_CACHED`` answers are kept (least recently
+asked goes first). Nothing here calls the API server.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import hashlib
 import logging
 import math
 import time
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
+from typing import Any
 
 from aiohttp import web
 
@@ -75,7 +78,10 @@ class Documents:
         self._version: Hashable = object()
         self._generation = 0
         self._snapshot: view.PageSnapshot | None = None
-        self._bodies: dict[document.Selection, tuple[str, bytes]] = {}
+        self._bodies: collections.OrderedDict[document.Selection, tuple[str, bytes]] = \
+            collections.OrderedDict()
+        self._fabrics: dict[str, dict[str, Any]] = {}
+        self._fabric_texts: dict[str, str] = {}
         self._rows = document.Rows()
         self._built_at = -math.inf
 
@@ -90,16 +96,22 @@ class Documents:
             self._snapshot = self.source.snapshot()
             self._rows.forget_other({str(f.name) for f in self._snapshot.fabrics})
             self._bodies.clear()
+            self._fabrics.clear()
+            self._fabric_texts.clear()
         found = self._bodies.get(selection)
-        if found is None:
-            doc = document.build(self._snapshot, selection, self._rows)
-            doc["version"] = self._generation
-            body = document.dumps(doc, self._rows)
-            tag = hashlib.blake2s(repr(selection).encode(), digest_size=6).hexdigest()
-            found = (f'"{self._generation}-{tag}"', body)
-            if len(self._bodies) >= MAX_CACHED:
-                self._bodies.clear()
-            self._bodies[selection] = found
+        if found is not None:
+            self._bodies.move_to_end(selection)
+            return found
+        # The fabric part (its rows, domains and their JSON) is built once per version and
+        # topology; a new query only filters the gangs and joins the parts.
+        doc = document.build(self._snapshot, selection, self._rows, self._fabrics)
+        doc["version"] = self._generation
+        body = document.dumps(doc, self._rows, self._fabric_texts)
+        tag = hashlib.blake2s(repr(selection).encode(), digest_size=6).hexdigest()
+        found = (f'"{self._generation}-{tag}"', body)
+        if len(self._bodies) >= MAX_CACHED:
+            self._bodies.popitem(last=False)
+        self._bodies[selection] = found
         return found
 
 
@@ -134,8 +146,10 @@ def make_app(source: view.PageSource, min_rebuild_s: float = MIN_REBUILD_S) -> w
     return app
 
 
-async def serve(source: view.PageSource, options: DashboardOptions) -> None:
-    """Serve the page on ``options.address`` until cancelled."""
+async def serve(source: view.PageSource, options: DashboardOptions,
+                listening: asyncio.Event | None = None) -> None:
+    """Serve the page on ``options.address`` until cancelled; ``listening`` is set once it
+    listens, or once it gave up (it cannot listen: logged, the rest goes on)."""
     host, port = split_address(options.address)
     runner = web.AppRunner(make_app(source), access_log=None)
     await runner.setup()
@@ -146,6 +160,9 @@ async def serve(source: view.PageSource, options: DashboardOptions) -> None:
             # The page is an extra: the operator and the extender go on without it.
             logger.error("fabric page not served: cannot listen on %s: %s", options.address, e)
             return
+        finally:
+            if listening is not None:
+                listening.set()
         logger.info("fabric page on http://%s:%d/", host, port)
         await asyncio.Event().wait()
     finally:

@@ -19,11 +19,15 @@ class WebhookOptions:
     gpu_resources: tuple[str, ...] = (schedconfig.DEFAULT_GPU_RESOURCE,)
     """A pod requesting (or limited to) a positive amount of one of these is a GPU pod."""
     scheduler_name: str = schedconfig.SCHEDULER_NAME
+    client_ca: Path | None = None
+    """PEM CA bundle: when given, only clients showing a certificate it signed are answered (the
+    API server, configured to present one); None: any TLS client, as the API server by default."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "gpu_resources", schedconfig.gpu_resources(self.gpu_resources))
-        for what, path in (("certificate", self.cert_file), ("key", self.key_file)):
-            if not path.is_file():
+        for what, path in (("certificate", self.cert_file), ("key", self.key_file),
+                           ("client CA", self.client_ca)):
+            if path is not None and not path.is_file():
                 raise ValueError(f"webhook {what} file {str(path)[:200]!r} does not exist")
         split_address(self.address)
 

@@ -8,7 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from fabricsched.app import commands, process
+from fabricsched.app import commands, front
+from fabricsched.dashboard import server as dashboard_server
+
+NO_PAGE = dashboard_server.DashboardOptions("")
 
 
 def parse(tmp_path: Path, *argv: str) -> argparse.Namespace:
@@ -29,7 +32,7 @@ def pem(tmp_path: Path) -> list[str]:
 def test_without_a_certificate_the_webhook_is_off(tmp_path: Path) -> None:
     options = commands.options_from(parse(tmp_path))
     assert options.webhook is None
-    assert process.webhook_parts(options.webhook) == ()
+    assert not front.FrontOptions(options.webhook, NO_PAGE).needed
 
 
 def test_with_both_files_it_serves_on_the_loopback_by_default(tmp_path: Path, pem: list[str]) -> None:
@@ -38,7 +41,8 @@ def test_with_both_files_it_serves_on_the_loopback_by_default(tmp_path: Path, pe
     assert (options.webhook.host, options.webhook.port) == ("127.0.0.1", 8443)
     assert options.webhook.gpu_resources == ("nvidia.com/gpu",)
     assert options.webhook.scheduler_name == "fabricsched"
-    assert len(process.webhook_parts(options.webhook)) == 1
+    assert options.webhook.client_ca is None  # any TLS client, as the API server by default
+    assert front.FrontOptions(options.webhook, NO_PAGE).needed
 
 
 def test_the_address_and_gpu_resources_reach_the_webhook(tmp_path: Path, pem: list[str]) -> None:
@@ -72,3 +76,11 @@ def test_bad_flags_are_refused_naming_the_webhook(tmp_path: Path, pem: list[str]
                                                    message: str) -> None:
     with pytest.raises(ValueError, match=f"--webhook: .*{message}"):
         commands.options_from(parse(tmp_path, *pem, flag))
+
+
+def test_a_client_ca_is_checked_and_kept(tmp_path: Path, pem: list[str]) -> None:
+    with pytest.raises(ValueError, match=r"client CA file .* does not exist"):
+        commands.options_from(parse(tmp_path, *pem, "--webhook-client-ca=/nonexistent/ca.crt"))
+    (tmp_path / "ca.crt").write_text("PEM\n")
+    options = commands.options_from(parse(tmp_path, *pem, f"--webhook-client-ca={tmp_path / 'ca.crt'}"))
+    assert options.webhook is not None and options.webhook.client_ca == tmp_path / "ca.crt"
