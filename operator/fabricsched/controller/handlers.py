@@ -3,7 +3,8 @@
 Nodes, pods, Jobs and FabricTopologies go through ``listwatch`` (each initial listing applied in
 one pass, then a watch): kopf's per-object readiness made startup quadratic in the cluster's
 size. kopf still runs the process and watches Namespaces, for one signal: its first event
-handler call means every ``@kopf.index`` handler registered here has seen its initial listing.
+handler call means every ``@kopf.index`` handler registered here has seen its initial listing;
+the same events tell ``controller.optin`` which namespaces carry the opt-in label.
 The state is ``synced`` (readiness) once that and every informer listing are through
 (``SyncGate``).
 
@@ -69,8 +70,10 @@ def register(registry: kopf.OperatorRegistry, rt: runtime.Runtime, gate: SyncGat
     dra.register(registry, rt)  # DRA device taints (source dra)
 
     @kopf.on.event(*NAMESPACES, id="sync-barrier", registry=registry)
-    async def _barrier(**_: Any) -> None:
+    async def _barrier(body: kopf.Body, type: str | None, **_: Any) -> None:
         gate.done(SyncGate.KOPF)
+        # The opt-in label: GPU pods of labelled namespaces that miss the webhook are reported.
+        rt.state.optin.namespace_changed(body, deleted=type == "DELETED")
 
     @kopf.on.login(id="kubeconfig", registry=registry)
     def _login(**_: Any) -> kopf.ConnectionInfo:

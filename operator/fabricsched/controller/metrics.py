@@ -94,6 +94,13 @@ class Metrics:
             ["topology", "kind"],
             registry=self.registry,
         )
+        self.optin_missed = prometheus_client.Counter(
+            "fabricsched_optin_missed_total",
+            "GPU pods of namespaces labelled fabricsched.io/scheduling=enabled created without "
+            "schedulerName fabricsched: the opt-in webhook was not reached (controller.optin). No "
+            "namespace label (one series whatever the number of namespaces): the Events name them.",
+            registry=self.registry,
+        )
         self.build_info = prometheus_client.Info(
             "fabricsched_build", "The running fabricsched's version.", registry=self.registry
         )

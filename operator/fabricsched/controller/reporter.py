@@ -58,9 +58,11 @@ class _Inputs:
     """``ClusterState.usage_generation``: pods taking or freeing GPUs."""
     reserved: int
     """Fingerprint of the GPUs plans hold for unbound ranks."""
+    optin: int = 0
+    """``optin.OptInWatch.fingerprint``: pods that missed the opt-in webhook."""
 
     def capacity_only(self, other: _Inputs) -> bool:
-        return self.shape == other.shape and self.gangs == other.gangs
+        return self.shape == other.shape and self.gangs == other.gangs and self.optin == other.optin
 
 
 @dataclass
@@ -158,7 +160,8 @@ class StatusReporter:
         snap = self._state.snapshot(name) if tf is not None else None
         held = self.reserved.reserved_in(name) if self.reserved is not None and tf is not None else None
         self._metrics.reconciles.labels(name).inc()
-        return status.gather(obj, tf, snap, self._clock(), held, affected=self.gangs)
+        return status.gather(obj, tf, snap, self._clock(), held, affected=self.gangs,
+                             optin_missed=self._state.optin.summary())
 
     def capacity_interval(self, rows: int) -> float:
         """Least time between two writes of a status whose capacity alone moved, for a status
@@ -174,6 +177,7 @@ class StatusReporter:
             gangs=self._affected(name, shape),
             usage=usage,
             reserved=hash(frozenset(held.items())) if held else 0,
+            optin=self._state.optin.fingerprint(self._clock()),
         )
 
     def _affected(self, name: ids.TopologyName, shape: int) -> int:

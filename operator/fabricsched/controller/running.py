@@ -29,6 +29,7 @@ from fabricsched.controller import (
     informer,
     kube,
     metrics,
+    optin,
     reporter,
     runtime,
     state,
@@ -104,6 +105,7 @@ async def serve(rt: runtime.Runtime, companions: Companions,
     if companions.leading is not None:
         status_reporter.leading = rt.recorder.leading = companions.leading
     reporter.forward_health(rt.state, rt.recorder, rt.metrics, rt.clock, companions.gangs)
+    optin.forward(rt.state.optin, rt.recorder, rt.metrics.optin_missed.inc)
     connection = listwatch.Connection(lambda: listwatch.login_of(kube.configuration(rt.options.kubeconfig)))
     kinds = handlers.kinds(rt)
     gate = handlers.SyncGate(rt, [k.name for k in kinds])

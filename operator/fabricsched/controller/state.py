@@ -36,7 +36,7 @@ from typing import Any
 
 from fabricsched import ids
 from fabricsched.api import topology as api
-from fabricsched.controller import fabrics, pod_records, snapshots
+from fabricsched.controller import fabrics, optin, pod_records, snapshots
 from fabricsched.ports import changes
 from fabricsched.ports import jobs as job_types
 from fabricsched.telemetry import poller
@@ -50,7 +50,6 @@ PodKey = tuple[str, str]
 
 JobKey = tuple[str, str]
 """(namespace, name) of a Job."""
-
 
 
 @dataclass(frozen=True)
@@ -95,6 +94,8 @@ class ClusterState:
         self._synced = False
         self.devices = dra.DeviceIndex()
         """DRA devices and DeviceTaintRules (``controller.dra`` keeps it current): source ``dra``."""
+        self.optin = optin.OptInWatch(clock, lambda: {tf.spec.gpu_resource for tf in self._fabrics.values()})
+        """Opted-in namespaces and their GPU pods that missed the webhook (``controller.optin``)."""
         self.generation = 0
         """Bumped by every change that can alter a snapshot (nodes, GPU pods, topologies, health)."""
         self.usage_generation = 0
@@ -260,6 +261,8 @@ class ClusterState:
             # Recreated under the same name while we missed the delete: end the old one first.
             self._forget_pod(key, old)
             old = None
+        if old is None:
+            self.optin.pod_added(pod, metadata.get("creationTimestamp"), self._synced)
         self._pods[key] = pod
         self._pods_by_namespace.setdefault(key[0], {})[key] = pod
         was_active = old is not None and old.active

@@ -16,7 +16,7 @@ from typing import Any
 from fabricsched import ids
 from fabricsched.api import conditions
 from fabricsched.api import topology as api
-from fabricsched.controller import fabrics, snapshots, state, telemetry_feed
+from fabricsched.controller import fabrics, optin, snapshots, state, telemetry_feed
 from fabricsched.ports import views
 from fabricsched.telemetry import poller
 from fabricsched.topology import conflicts, gpus, health, index
@@ -41,12 +41,15 @@ class StatusInputs:
     gangs: Mapping[health.ElementId, tuple[list[str], int]] | None
     """Per unhealthy element, the gangs it touches (None: no path index)."""
     now: float
+    optin_missed: optin.Summary | None = None
+    """GPU pods of opted-in namespaces that missed the webhook (condition ``OptInMissed``)."""
 
 
 def gather(obj: state.TopologyObject, tf: fabrics.TopologyFabric | None,
            snap: snapshots.TopologySnapshot | None, now: float,
            reserved: Mapping[ids.NodeName, int] | None = None,
-           affected: views.GangsOnPath | None = None) -> StatusInputs:
+           affected: views.GangsOnPath | None = None,
+           optin_missed: optin.Summary | None = None) -> StatusInputs:
     """Call on the loop thread; O(unhealthy elements + reserved nodes)."""
     if tf is None or snap is None:
         return StatusInputs(obj, None, {}, {}, {}, (), None, None, now)
@@ -54,7 +57,7 @@ def gather(obj: state.TopologyObject, tf: fabrics.TopologyFabric | None,
     gangs = {e: affected.affected(obj.name, e) for e in view} if affected is not None else None
     contested = tuple(c for c in snap.conflicts if c.kind == "multipleTopologies")
     return StatusInputs(obj, tf.build(), view, snap.free_gpus, dict(reserved or {}), contested, tf.telemetry,
-                        gangs, now)
+                        gangs, now, optin_missed)
 
 
 def build(inputs: StatusInputs, options: core_status.StatusOptions | None = None) -> dict[str, Any]:
@@ -74,6 +77,9 @@ def build(inputs: StatusInputs, options: core_status.StatusOptions | None = None
     if inputs.telemetry is not None:
         telemetry = telemetry_feed.condition(inputs.telemetry, previous, now, obj.generation)
         result = result.model_copy(update={"conditions": [*result.conditions, telemetry]})
+    missed = optin.condition(inputs.optin_missed, previous, now, obj.generation)
+    if missed is not None:
+        result = result.model_copy(update={"conditions": [*result.conditions, missed]})
     return result.to_wire()
 
 

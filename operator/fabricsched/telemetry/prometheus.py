@@ -23,7 +23,12 @@ from fabricsched.api import topology as api
 from fabricsched.telemetry import access, rules
 
 MAX_ANSWER_BYTES = 64 * 1024 * 1024
-"""Bound on one answer: 5,000 hosts x 8 ports is about 8 MB of JSON."""
+"""Bound on one range query's answer (``fabricsched diagnose``, a process of its own)."""
+MAX_RULE_ANSWER_BYTES = 16 * 1024 * 1024
+"""Bound on one rule query's answer, read in ``fabricsched run`` beside the loop that answers the
+scheduler: one sample per host, rail or domain (10,000 hosts x 8 rails is about 10 MB of JSON).
+Decoding holds the interpreter lock: a 50 MB answer accepted under the old 64 MiB bound stalled
+``/filter`` for 2.4 s per round (tests/integration/test_hostile_prometheus.py)."""
 
 ErrorKind = Literal["config", "unreachable", "auth", "http", "query", "response"]
 """config: the policy refuses the URL or a credential file is unreadable (nothing was sent);
@@ -80,7 +85,8 @@ class PrometheusClient:
         """The query's result at the server's now: a vector (one sample per series) or a scalar
         (one sample without labels). Raises ``TelemetryError``."""
         form = {"query": promql, "timeout": f"{timeout_s:g}s"}
-        return parse_response(await self._post(endpoint, "/api/v1/query", form, timeout_s))
+        return parse_response(await self._post(endpoint, "/api/v1/query", form, timeout_s,
+                                               MAX_RULE_ANSWER_BYTES))
 
     async def query_range(self, endpoint: access.Endpoint, promql: str, span: RangeSpan,
                           timeout_s: float) -> list[RangeSeries]:
@@ -88,10 +94,11 @@ class PrometheusClient:
         matrix: one series per label set). Raises ``TelemetryError``."""
         form = {"query": promql, "start": f"{span.start:.3f}", "end": f"{span.end:.3f}",
                 "step": f"{span.step_s:g}", "timeout": f"{timeout_s:g}s"}
-        return parse_range_response(await self._post(endpoint, "/api/v1/query_range", form, timeout_s))
+        return parse_range_response(await self._post(endpoint, "/api/v1/query_range", form, timeout_s,
+                                                     MAX_ANSWER_BYTES))
 
     async def _post(self, endpoint: access.Endpoint, path: str, form: Mapping[str, str],
-                    timeout_s: float) -> Any:
+                    timeout_s: float, max_bytes: int) -> Any:
         url = endpoint.url + path
         # POST with a form body: long PromQL would not fit a URL, and Prometheus accepts both.
         try:
@@ -102,7 +109,7 @@ class PrometheusClient:
                                            timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
                 if 300 <= resp.status < 400 or resp.status in (401, 403):
                     raise _status_error(url, resp.status, resp.reason)
-                raw = await _read_bounded(resp, url)
+                raw = await _read_bounded(resp, url, max_bytes)
                 try:
                     body = json.loads(raw)
                 except ValueError:
@@ -120,15 +127,15 @@ class PrometheusClient:
         self._resolver.forget()
 
 
-async def _read_bounded(resp: aiohttp.ClientResponse, url: str) -> bytes:
-    """The whole body, at most ``MAX_ANSWER_BYTES``: one ``read(n)`` returns only what has
-    arrived so far, so a large answer (a range query's matrix) comes in several chunks."""
+async def _read_bounded(resp: aiohttp.ClientResponse, url: str, max_bytes: int) -> bytes:
+    """The whole body, at most ``max_bytes`` (a longer one is refused, the rest unread); one
+    ``read(n)`` returns only what has arrived so far, so a large answer comes in several chunks."""
     chunks: list[bytes] = []
     size = 0
     async for chunk in resp.content.iter_chunked(1 << 16):
         size += len(chunk)
-        if size > MAX_ANSWER_BYTES:
-            raise TelemetryError("response", f"{url}: the answer is larger than {MAX_ANSWER_BYTES} bytes")
+        if size > max_bytes:
+            raise TelemetryError("response", f"{url}: the answer is larger than {max_bytes} bytes")
         chunks.append(chunk)
     return b"".join(chunks)
 

@@ -197,7 +197,7 @@ def test_an_error_text_from_the_server_is_bounded_and_printable() -> None:
 
 
 def test_an_answer_larger_than_the_bound_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(prometheus, "MAX_ANSWER_BYTES", 1000)
+    monkeypatch.setattr(prometheus, "MAX_RULE_ANSWER_BYTES", 1000)
 
     async def handler(request: web.Request) -> web.Response:
         return web.Response(text='{"status": "success", "pad": "' + "z" * 5000 + '"}')
