@@ -45,7 +45,10 @@ build_set() {
   rm -rf "$staging" && mkdir -p "$staging"
   for spec in "$@"; do pkgs+=("${spec#*=}"); done
   echo "build-tools: building $name $version (${*%%=*}) ..."
-  (cd "$wrapper" && go build -ldflags "$ldflags" -o "$staging/" "${pkgs[@]}")
+  local out="$staging/"
+  # One package: named after the set's binary (a main package in .../cmd would be named "cmd").
+  [[ $# -eq 1 ]] && out="$staging/${1%%=*}"
+  (cd "$wrapper" && go build -ldflags "$ldflags" -o "$out" "${pkgs[@]}")
   # Move into place only once every binary exists: an interrupted build leaves no half set.
   rm -rf "$dest" && mv "$staging" "$dest"
   echo "build-tools: $name $version built in $((SECONDS - started)) s, $(du -sh "$dest" | cut -f1) on disk"
@@ -97,6 +100,50 @@ if [[ ! -f $jobset_crd ]]; then
   cp "$jobset_dir/config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml" "$jobset_crd.partial"
   mv "$jobset_crd.partial" "$jobset_crd"
 fi
+
+# The workload controllers of the real-controller tests (Kueue, LeaderWorkerSet, the MPI
+# operator, the Kubeflow training operator): like JobSet, started only by the tests that ask for
+# them. Each set also keeps, from its module at the same pin, the files its start-up reads: its
+# CRDs (a folder of them) and its webhook manifest (whose clientConfig the tests point at loopback).
+copy_from_module() { # <wrapper dir> <module path> <dest folder> <file or folder in the module>...
+  local wrapper="$1" module="$2" dest="$3" dir item
+  shift 3
+  set_complete_files "$dest" "$@" && return
+  dir="$(cd "$HACK_DIR/$wrapper" && go mod download -json "$module" \
+    | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')"
+  [[ -n $dir ]] || { echo "build-tools: could not download $module" >&2; exit 1; }
+  for item in "$@"; do
+    rm -rf "$dest/${item##*/}.partial"
+    cp -r "$dir/$item" "$dest/${item##*/}.partial"
+    chmod -R u+w "$dest/${item##*/}.partial"
+    rm -rf "${dest:?}/${item##*/}" && mv "$dest/${item##*/}.partial" "$dest/${item##*/}"
+  done
+}
+set_complete_files() { # <dest> <file or folder>...: every one was copied
+  local dest="$1" item
+  shift
+  for item in "$@"; do [[ -e $dest/${item##*/} ]] || return 1; done
+}
+
+kueue_version="$(module_version kueue sigs.k8s.io/kueue)"
+build_set kueue "$kueue_version" kueue "-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion=$kueue_version" \
+  kueue=sigs.k8s.io/kueue/cmd/kueue
+copy_from_module kueue sigs.k8s.io/kueue "$BIN_DIR/kueue-$kueue_version" \
+  config/components/crd/bases config/components/webhook/manifests.yaml
+
+lws_version="$(module_version lws sigs.k8s.io/lws)"
+build_set lws "$lws_version" lws "-s -w" lws=sigs.k8s.io/lws/cmd
+copy_from_module lws sigs.k8s.io/lws "$BIN_DIR/lws-$lws_version" config/webhook/manifests.yaml
+
+mpi_version="$(module_version mpi-operator github.com/kubeflow/mpi-operator)"
+build_set mpi-operator "$mpi_version" mpi-operator "-s -w" \
+  mpi-operator=github.com/kubeflow/mpi-operator/cmd/mpi-operator
+
+training_version="$(module_version training-operator github.com/kubeflow/training-operator)"
+build_set training-operator "$training_version" training-operator "-s -w" \
+  training-operator=github.com/kubeflow/training-operator/cmd/training-operator.v1
+copy_from_module training-operator github.com/kubeflow/training-operator \
+  "$BIN_DIR/training-operator-$training_version" manifests/base/webhook/manifests.yaml
 
 # The CRDs of the training workloads the integration tests create (no controller runs for
 # them: the tests make the pods as each controller does). Each is copied from its Go module at

@@ -1,0 +1,174 @@
+"""Kueue decides whether a JobSet starts, fabricsched where its pods go (real Kueue, real JobSet
+controller, the fabricsched scheduler over the sample fabric of 16 hosts of 8 GPUs, 4 per leaf).
+
+A ClusterQueue of 32 GPUs (one leaf) admits one 4 x 8-GPU JobSet at a time: the first is
+admitted and placed in one leaf, the second stays suspended with no pod and no FabricPlacement
+until the first finishes (its pods are marked Succeeded through kwok), then is placed in turn.
+A JobSet of a higher WorkloadPriorityClass makes Kueue evict the running one: its
+FabricPlacement is released and its GPUs free as soon as its pods are gone. The namespace
+opt-in webhook (fabricsched's, in the front process) and Kueue's JobSet webhooks act on the
+same objects: a template naming no scheduler still lands with fabricsched once admitted.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import kueuekit
+import pytest
+from controllerkit import Controller
+from harness import Fabric, trainer_spec
+from waiting import holds_for, wait_for
+
+from fabricsched.cluster import jobset, kwok
+
+pytestmark = pytest.mark.integration
+
+JOBSETS = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/{ns}/jobsets"
+PLACEMENTS = "/apis/fabricsched.io/v1alpha1/namespaces/{ns}/fabricplacements"
+PRIORITIES = "/apis/kueue.x-k8s.io/v1beta2/workloadpriorityclasses"
+RANKS, GPUS = 4, 8
+
+
+@pytest.fixture(scope="module")
+def jobset_controller_here(fabric: Fabric) -> Iterator[jobset.Controller]:
+    controller = jobset.start(fabric.plane)
+    try:
+        yield controller
+    finally:
+        controller.stop()
+
+
+@pytest.fixture(scope="module")
+def kueue(fabric: Fabric, jobset_controller_here: jobset.Controller) -> Iterator[Controller]:
+    """Kueue against this module's cluster; started after the JobSet controller."""
+    controller = kueuekit.start(fabric.plane)
+    try:
+        yield controller
+    finally:
+        controller.stop()
+
+
+@pytest.fixture
+def queue(fabric: Fabric, ns: str, kueue: Controller) -> Iterator[str]:
+    name = kueuekit.queues(fabric.api, ns, gpus=RANKS * GPUS)
+    yield name
+    kueuekit.delete_queues(fabric.api, ns)
+
+
+def submit(fabric: Fabric, ns: str, name: str, queue: str, priority: str | None = None,
+           spec: dict[str, Any] | None = None) -> None:
+    labels = {kueuekit.QUEUE_LABEL: queue}
+    if priority:
+        labels["kueue.x-k8s.io/priority-class"] = priority
+    job = {"parallelism": RANKS, "completions": RANKS, "completionMode": "Indexed", "backoffLimit": 0,
+           "template": {"spec": spec or trainer_spec(GPUS)}}
+    fabric.api.call("POST", JOBSETS.format(ns=ns), {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"replicatedJobs": [{"name": "node", "replicas": 1, "template": {"spec": job}}]}})
+
+
+def suspended(fabric: Fabric, ns: str, name: str) -> bool:
+    return bool(fabric.api.call("GET", JOBSETS.format(ns=ns) + f"/{name}")["spec"].get("suspend"))
+
+
+def pods_of(fabric: Fabric, ns: str, name: str) -> list[dict[str, Any]]:
+    return [p for p in fabric.pods(ns)
+            if (p["metadata"].get("labels") or {}).get("jobset.sigs.k8s.io/jobset-name") == name
+            and not p["metadata"].get("deletionTimestamp")]
+
+
+def placed(fabric: Fabric, ns: str, name: str) -> list[str]:
+    """Nodes of the JobSet's pods by completion index once all are bound (marked Running)."""
+    def ready() -> list[str] | None:
+        found = {int(p["metadata"]["labels"]["batch.kubernetes.io/job-completion-index"]): p
+                 for p in pods_of(fabric, ns, name)}
+        if len(found) < RANKS or not all(p["spec"].get("nodeName") for p in found.values()):
+            return None
+        for pod in found.values():
+            if pod["status"].get("phase") == "Pending":
+                kwok.finish(fabric.api, ns, pod["metadata"]["name"], "Running")
+        return [found[r]["spec"]["nodeName"] for r in range(RANKS)]
+
+    nodes: list[str] = wait_for(f"{RANKS} pods of JobSet {ns}/{name} bound", ready, timeout=90)
+    return nodes
+
+
+def placement_phase(fabric: Fabric, ns: str, name: str) -> str | None:
+    status, body = fabric.api.request("GET", PLACEMENTS.format(ns=ns) + f"/{name}")
+    return str((body.get("status") or {}).get("phase")) if status == 200 else None
+
+
+def one_gang_in_one_leaf(fabric: Fabric, ns: str, name: str, nodes: list[str]) -> None:
+    assert len(set(nodes)) == RANKS  # one 8-GPU rank per 8-GPU host: none over its GPUs
+    assert len({fabric.leaf_of[n] for n in nodes}) == 1
+    wait_for(f"FabricPlacement {name} Bound", lambda: placement_phase(fabric, ns, name) == "Bound",
+             timeout=30)
+    ranks = fabric.api.call("GET", PLACEMENTS.format(ns=ns) + f"/{name}")["spec"]["ranks"]
+    assert [r["node"] for r in ranks] == nodes
+
+
+def free_gpus(fabric: Fabric) -> int:
+    return int((fabric.topology_status().get("gpus") or {}).get("free", -1))
+
+
+def test_a_queue_admitting_one_jobset_at_a_time_and_fabricsched_placing_each(
+    fabric: Fabric, ns: str, queue: str,
+) -> None:
+    submit(fabric, ns, "first", queue)
+    wait_for("first admitted (unsuspended)", lambda: not suspended(fabric, ns, "first"), timeout=60)
+    submit(fabric, ns, "second", queue)
+    first = placed(fabric, ns, "first")
+    one_gang_in_one_leaf(fabric, ns, "first", first)
+
+    def second_waits() -> bool:
+        return (suspended(fabric, ns, "second") and not pods_of(fabric, ns, "second")
+                and placement_phase(fabric, ns, "second") is None)
+    wait_for("second suspended by Kueue's webhook", lambda: suspended(fabric, ns, "second"), timeout=20)
+    holds_for("second suspended: no pod, no FabricPlacement", second_waits, seconds=5)
+
+    for pod in pods_of(fabric, ns, "first"):
+        kwok.finish(fabric.api, ns, pod["metadata"]["name"], "Succeeded")
+    wait_for("second admitted once first finished", lambda: not suspended(fabric, ns, "second"), timeout=90)
+    second = placed(fabric, ns, "second")
+    one_gang_in_one_leaf(fabric, ns, "second", second)
+    assert placement_phase(fabric, ns, "first") in (None, "Released")
+
+
+def test_a_jobset_kueue_evicts_releases_its_placement_and_gpus_at_once(
+    fabric: Fabric, ns: str, queue: str,
+) -> None:
+    priorities = {f"low-{ns}": 10, f"high-{ns}": 1000}
+    for name, value in priorities.items():
+        fabric.api.call("POST", PRIORITIES, {"apiVersion": "kueue.x-k8s.io/v1beta2",
+                                             "kind": "WorkloadPriorityClass",
+                                             "metadata": {"name": name}, "value": value})
+    try:
+        total = int(fabric.topology_status()["gpus"]["total"])
+        submit(fabric, ns, "low", queue, priority=f"low-{ns}")
+        low = placed(fabric, ns, "low")
+        one_gang_in_one_leaf(fabric, ns, "low", low)
+        wait_for("low's GPUs taken in the topology's status",
+                 lambda: free_gpus(fabric) == total - RANKS * GPUS, timeout=30)
+
+        submit(fabric, ns, "high", queue, priority=f"high-{ns}")
+        wait_for("low evicted (suspended by Kueue)", lambda: suspended(fabric, ns, "low"), timeout=60)
+        wait_for("low's pods gone", lambda: not pods_of(fabric, ns, "low"), timeout=60)
+        gone = time.monotonic()
+        wait_for("low's FabricPlacement released",
+                 lambda: placement_phase(fabric, ns, "low") in (None, "Released"), timeout=10)
+        released_after = time.monotonic() - gone
+        assert released_after < 5, f"released {released_after:.1f} s after the pods went"
+        high = placed(fabric, ns, "high")
+        one_gang_in_one_leaf(fabric, ns, "high", high)
+        # The evicted gang holds nothing: only high's GPUs are taken.
+        wait_for("only high's GPUs taken", lambda: free_gpus(fabric) == total - RANKS * GPUS, timeout=30)
+        assert suspended(fabric, ns, "low") and not pods_of(fabric, ns, "low")
+    finally:
+        for kind in ("low", "high"):
+            fabric.api.request("DELETE", JOBSETS.format(ns=ns) + f"/{kind}")
+        for name in priorities:
+            fabric.api.request("DELETE", f"{PRIORITIES}/{name}")
