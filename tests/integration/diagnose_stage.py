@@ -1,36 +1,43 @@
-"""Helpers of ``test_diagnose``: a 4-rank Indexed Job placed on the session cluster with its
-FabricTopology and FabricPlacement, and the six scenarios backfilled into a real Prometheus.
+"""Helpers of ``test_diagnose``: the demo's ``train-6`` placed by fabricsched on the demo fabric,
+and the six scenarios backfilled for its real hosts into a real Prometheus.
 
-The job is placed by the cluster's default scheduler (8 GPUs a pod, 8 a node: one rank a node,
-on this test's nodes only); its FabricPlacement is then written as the extender writes one
-(ranks, domains, owner reference to the Job, status Bound), so ``diagnose`` reads the objects it
-reads in production. The history is what ``fabricsched diagnose-scenario`` writes, backfilled
-with ``promtool tsdb create-blocks-from openmetrics`` before Prometheus starts on loopback;
-scenario k owns its own 30-minute window in the last four hours, so one Prometheus holds all six.
+The cluster is the shared harness's (``harness.fabric_cluster``: the local control plane, the
+fabricsched kube-scheduler and ``fabricsched run`` with its page): the Job of
+examples/demo-jobs/2-train-6.yaml (6 pods of 8 GPUs, with a step-time annotation added) is
+scheduled by fabricsched, which writes its FabricPlacement, so ``diagnose`` reads the objects it
+reads in production. The history is what ``fabricsched diagnose-scenario`` writes for those
+hosts, backfilled with ``promtool tsdb create-blocks-from openmetrics`` before Prometheus starts
+on loopback; scenario k owns its own 30-minute window in the last four hours, so one Prometheus
+holds all six.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from clusterkit import Cluster, NodeFactory, wait_for
+import yaml
+from harness import REPO, Fabric
+from waiting import wait_for
 
-from fabricsched.cluster import samples
 from fabricsched.diagnose import scenarios, timefmt
 
 SCRIPTS = Path(sys.executable).parent
-GROUP = "/apis/fabricsched.io/v1alpha1"
-RANKS = 4
+NAMESPACE, JOB = "train", "train-6"
+RANKS = 6
 MINUTES = 30
 SPACING_S = 40 * 60
 STEP_METRIC = 'train_step_seconds{job="train"}'
@@ -40,118 +47,37 @@ STEP_METRIC = 'train_step_seconds{job="train"}'
 class Placed:
     namespace: str
     job: str
-    topology: str
     hosts: list[tuple[str, str]]
     """(node, leaf) in rank order."""
     pods: dict[str, tuple[str, str]]
     """Node -> (namespace, pod)."""
 
 
-def place_job(cluster: Cluster, node_factory: NodeFactory, namespace: str) -> Placed:
-    """Two leaves of two hosts, a topology over them, the Job, its pods bound, its FabricPlacement."""
-    node_factory(2, leaf="l01")
-    node_factory(2, leaf="l02")
-    topology = f"diag-{node_factory.group}"
-    cluster.api.call(
-        "POST",
-        f"{GROUP}/fabrictopologies",
-        {
-            "apiVersion": "fabricsched.io/v1alpha1",
-            "kind": "FabricTopology",
-            "metadata": {"name": topology},
-            "spec": {
-                "nodeSelector": {"matchLabels": node_factory.selector},
-                "tiers": [
-                    {"name": "leaf", "nodeLabel": samples.TOPOGRAPH.leaf},
-                    {"name": "spine", "nodeLabel": samples.TOPOGRAPH.spine},
-                ],
-            },
-        },
+def place_train_6(fabric: Fabric) -> Placed:
+    """The demo's train-6 in namespace train, placed by fabricsched, its FabricPlacement Bound."""
+    fabric.api.call("POST", "/api/v1/namespaces", {"metadata": {"name": NAMESPACE}})
+    account = f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts/default"
+    wait_for("ServiceAccount train/default", lambda: fabric.api.request("GET", account)[0] == 200)
+    job: dict[str, Any] = yaml.safe_load((REPO / "examples" / "demo-jobs" / "2-train-6.yaml").read_text())
+    job["metadata"]["annotations"] = {"fabricsched.io/step-time-metric": STEP_METRIC}
+    fabric.api.call("POST", f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs", job)
+    nodes = fabric.placed(NAMESPACE, JOB, RANKS)
+    wait_for(
+        "train-6's FabricPlacement Bound",
+        lambda: ((fabric.placement(NAMESPACE, JOB) or {}).get("status") or {}).get("phase") == "Bound",
+        timeout=60,
     )
-    job = cluster.api.call("POST", f"/apis/batch/v1/namespaces/{namespace}/jobs", _job(node_factory.selector))
-    pods = wait_for("the Job's 4 pods bound", lambda: _bound(cluster, namespace), timeout=60)
-    labels = {
-        n["metadata"]["name"]: n["metadata"]["labels"]
-        for n in cluster.api.call("GET", "/api/v1/nodes", None)["items"]
+    pods = {
+        p["spec"]["nodeName"]: (NAMESPACE, p["metadata"]["name"])
+        for p in fabric.pods(NAMESPACE)
+        if p["metadata"]["labels"].get("job-name") == JOB
     }
-    hosts = [(p["spec"]["nodeName"], labels[p["spec"]["nodeName"]][samples.TOPOGRAPH.leaf]) for p in pods]
-    placement = _placement(job, topology, hosts)
-    created = cluster.api.call("POST", f"{GROUP}/namespaces/{namespace}/fabricplacements", placement)
-    created["status"] = {
-        "phase": "Bound",
-        "boundRanks": list(range(RANKS)),
-        "commSlowdown": 1.0,
-        "degradedPath": False,
-        "reasons": ["fits 2 leaves under spine s1"],
-    }
-    cluster.api.call("PUT", f"{GROUP}/namespaces/{namespace}/fabricplacements/train/status", created)
-    return Placed(
-        namespace,
-        "train",
-        topology,
-        hosts,
-        {p["spec"]["nodeName"]: (namespace, p["metadata"]["name"]) for p in pods},
-    )
+    return Placed(NAMESPACE, JOB, [(n, fabric.leaf_of[n]) for n in nodes], pods)
 
 
-def _job(selector: Mapping[str, str]) -> dict[str, Any]:
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": "train", "annotations": {"fabricsched.io/step-time-metric": STEP_METRIC}},
-        "spec": {
-            "completionMode": "Indexed",
-            "completions": RANKS,
-            "parallelism": RANKS,
-            "template": {
-                "spec": {
-                    "restartPolicy": "Never",
-                    "nodeSelector": dict(selector),
-                    "tolerations": [{"operator": "Exists"}],
-                    "containers": [
-                        {
-                            "name": "trainer",
-                            "image": "trainer",
-                            "resources": {"limits": {"nvidia.com/gpu": "8"}},
-                        }
-                    ],
-                }
-            },
-        },
-    }
-
-
-def _bound(cluster: Cluster, namespace: str) -> list[dict[str, Any]] | None:
-    pods = cluster.api.call("GET", f"/api/v1/namespaces/{namespace}/pods", None)["items"]
-    if len(pods) < RANKS or not all(p["spec"].get("nodeName") for p in pods):
-        return None
-    return sorted(
-        pods, key=lambda p: int(p["metadata"]["labels"]["batch.kubernetes.io/job-completion-index"])
-    )
-
-
-def _placement(job: Mapping[str, Any], topology: str, hosts: Sequence[tuple[str, str]]) -> dict[str, Any]:
-    meta = job["metadata"]
-    return {
-        "apiVersion": "fabricsched.io/v1alpha1",
-        "kind": "FabricPlacement",
-        "metadata": {
-            "name": "train",
-            "ownerReferences": [
-                {"apiVersion": "batch/v1", "kind": "Job", "name": meta["name"], "uid": meta["uid"]}
-            ],
-        },
-        "spec": {
-            "gang": "train",
-            "jobUID": meta["uid"],
-            "size": RANKS,
-            "gpusPerPod": 8,
-            "tier": {"name": "leaf", "policy": "preferred"},
-            "topology": topology,
-            "domains": {"leaf": sorted({leaf for _, leaf in hosts}), "spine": ["s1"]},
-            "ranks": [{"rank": r, "node": node} for r, (node, _) in enumerate(hosts)],
-        },
-    }
+def kubectl(fabric: Fabric, *args: str) -> None:
+    argv = [str(fabric.plane.binaries.kubectl), f"--kubeconfig={fabric.plane.kubeconfig}", *args]
+    subprocess.run(argv, capture_output=True, check=True, timeout=60)
 
 
 def find_promtool_or_skip() -> Path:
@@ -209,3 +135,13 @@ def diagnose(*args: str, kubeconfig: Path) -> subprocess.CompletedProcess[str]:
 
 def now() -> float:
     return time.time()
+
+
+def page_diagnosis(fabric: Fabric, gang: str, since: str = "1h") -> tuple[int, dict[str, Any]]:
+    """The fabric page's ``/api/diagnose`` answer for ``gang``: (status, JSON body)."""
+    query = urllib.parse.urlencode({"gang": gang, "since": since})
+    try:
+        with urllib.request.urlopen(f"{fabric.operator.url}/api/diagnose?{query}", timeout=90) as answer:
+            return answer.status, json.loads(answer.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"{}")

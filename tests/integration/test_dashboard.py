@@ -169,6 +169,32 @@ def test_selecting_a_job_highlights_its_hosts_and_a_host_degraded_under_it_turns
     assert console_errors(browser) == []
 
 
+def test_a_selected_gang_is_diagnosed_on_demand_and_says_what_was_not_measured(
+    fabric: Fabric, browser: Any, ns: str
+) -> None:
+    fabric.job(ns, "four", pods=4)
+    fabric.placed(ns, "four", 4)
+    open_page(browser, fabric)
+    row = f'#gangs tr[data-key^="{ns}/four@"]'
+    wait_for("the gang listed Bound", lambda: browser.execute_script(
+        "const r = document.querySelector(arguments[0]); return r && r.textContent.includes('Bound');", row),
+        timeout=20)
+    from selenium.webdriver.common.by import By
+
+    assert not browser.find_element(By.ID, "diagnose-bar").is_displayed()
+    browser.find_element(By.CSS_SELECTOR, row).click()
+    browser.find_element(By.ID, "diagnose").click()
+    wait_for("the diagnosis shown", lambda: browser.execute_script(
+        "return document.querySelectorAll('#causes > li').length"), timeout=60)
+    panel = browser.find_element(By.ID, "diagnosis").text
+    assert f"Diagnosis of {ns}/four" in panel and "application: the job's own code or data" in panel
+    assert "Not measured" in panel and "no Prometheus to ask" in panel
+    screenshot(browser, "dashboard-diagnosis.png")
+    browser.find_element(By.ID, "clear").click()
+    assert not browser.find_element(By.ID, "diagnosis").is_displayed()
+    assert console_errors(browser) == []
+
+
 def test_markup_in_a_reason_stays_text(fabric: Fabric, browser: Any) -> None:
     leaf = "l03"
     fabric.set_links([

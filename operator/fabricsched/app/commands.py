@@ -47,6 +47,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     run.add_argument("--dashboard-address", default=_DASHBOARD.address, metavar="HOST:PORT",
                      help="address of the read-only fabric page; '' turns it off (default: %(default)s; "
                           "see docs/dashboard.md)")
+    run.add_argument("--no-dashboard-diagnose", dest="dashboard_diagnose", action="store_false",
+                     help="do not serve a gang's diagnosis on the fabric page (/api/diagnose: API reads "
+                          "and Prometheus queries from the page's process on demand; see docs/diagnose.md)")
     run.add_argument("--reservation-ttl", type=float, default=_EXTENDER.reservation_ttl_s, metavar="SECONDS",
                      help="let go of a plan's unbound ranks after this long without a newly bound one "
                           "(default: %(default)s)")
@@ -172,6 +175,7 @@ def options_from(args: argparse.Namespace) -> run_options.RunOptions:
                            lambda: dashboard_server.DashboardOptions(args.dashboard_address)),
         webhook=_webhook_options(args),
         verbose=bool(getattr(args, "verbose", False)),
+        dashboard_diagnose=bool(getattr(args, "dashboard_diagnose", True)),
     )
 
 

@@ -14,6 +14,7 @@ from fabricsched import gangs
 from fabricsched.controller import state as cluster_state
 from fabricsched.dashboard import view
 from fabricsched.extender import service
+from fabricsched.extender.book import objects
 
 
 class ProcessSource:
@@ -52,7 +53,7 @@ class ProcessSource:
                 size=e.size, gpus_per_pod=e.gpus_per_pod, tier=e.tier, required=e.required,
                 hosts=tuple(node for _, node in e.placed()), slowdown=e.comm_slowdown,
                 slowdown_at_placement=e.comm_slowdown_at_placement or e.comm_slowdown,
-                degraded_path=e.degraded_path,
+                degraded_path=e.degraded_path, placement=objects.object_name(e),
             )
             for e in self.extender.book.entries()
             if e.active

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import IO, Any
 
-from fabricsched.app import front_wire
+from fabricsched.app import front_diagnose, front_wire
 from fabricsched.controller import logs
 from fabricsched.dashboard import server as dashboard_server
 from fabricsched.webhook import options as webhook_options
@@ -41,6 +41,8 @@ class FrontOptions:
     dashboard: dashboard_server.DashboardOptions
     log_format: str = "text"
     verbose: bool = False
+    diagnosis: front_diagnose.PageDiagnosis | None = None
+    """A gang's diagnosis on the page (``/api/diagnose``); None: not served."""
 
     @property
     def needed(self) -> bool:
@@ -71,10 +73,11 @@ async def serve(options: FrontOptions, stream: IO[bytes], out: IO[bytes]) -> int
         listening.append(asyncio.Event())
         tasks.append(asyncio.create_task(webhook_server.serve(options.webhook, listening[-1]),
                                          name="webhook"))
+    diagnoser = front_diagnose.Diagnoser(options.diagnosis) if options.diagnosis is not None else None
     if options.dashboard.enabled:
         listening.append(asyncio.Event())
-        tasks.append(asyncio.create_task(dashboard_server.serve(source, options.dashboard, listening[-1]),
-                                         name="fabric page"))
+        tasks.append(asyncio.create_task(
+            dashboard_server.serve(source, options.dashboard, listening[-1], diagnoser), name="fabric page"))
     waits = [asyncio.create_task(e.wait()) for e in listening]
     all_listening = asyncio.create_task(_all(waits))
     await asyncio.wait([*tasks, all_listening], return_when=asyncio.FIRST_COMPLETED)
@@ -92,6 +95,8 @@ async def serve(options: FrontOptions, stream: IO[bytes], out: IO[bytes]) -> int
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await task
+    if diagnoser is not None:
+        diagnoser.close()
     return code
 
 

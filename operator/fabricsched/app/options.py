@@ -43,6 +43,8 @@ class RunOptions:
     """The namespace opt-in webhook; None: not served (no certificate given)."""
     verbose: bool = False
     """``--verbose``: the front process logs as much as this one."""
+    dashboard_diagnose: bool = True
+    """The page's per-gang diagnosis (``--no-dashboard-diagnose`` turns it off)."""
 
     def __post_init__(self) -> None:
         if self.log_format not in LOG_FORMATS:

@@ -16,7 +16,7 @@ import logging
 from collections.abc import Callable
 
 from fabricsched.api import admission
-from fabricsched.app import dashboard, front, front_link
+from fabricsched.app import dashboard, front, front_diagnose, front_link
 from fabricsched.app import options as run_options
 from fabricsched.controller import election, kube, running, runtime
 from fabricsched.extender import service
@@ -59,7 +59,13 @@ def companions(
 def front_for(rt: runtime.Runtime, extender: service.Service,
               options: run_options.RunOptions) -> front_link.Front | None:
     """The front process (webhook and fabric page), or None when both are off."""
-    wanted = front.FrontOptions(options.webhook, options.dashboard, options.log_format, options.verbose)
+    diagnosis = None
+    if options.dashboard.enabled and options.dashboard_diagnose:
+        kubeconfig = options.operator.kubeconfig
+        diagnosis = front_diagnose.PageDiagnosis(str(kubeconfig) if kubeconfig else None,
+                                                 options.operator.prometheus)
+    wanted = front.FrontOptions(options.webhook, options.dashboard, options.log_format, options.verbose,
+                                diagnosis)
     if options.webhook is None:
         logger.info("namespace opt-in webhook off (no --webhook-cert-file)")
     else:

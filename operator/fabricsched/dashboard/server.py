@@ -3,6 +3,9 @@
 - ``/``: the page (``static/index.html``); ``/static/{app.js,style.css}``: its script and style.
 - ``/api/state``: the page's JSON document (``document.build``), with an ETag. The page asks
   again every second with ``If-None-Match`` and gets a 304 while nothing moved.
+- ``/api/diagnose?gang=NS/NAME[&since=DURATION]``: one gang's diagnosis (``diagnosis``), when
+  the process was given a ``diagnosis.Diagnose`` (404 otherwise): on demand, cached and
+  rate-limited per gang.
 - anything else: 404.
 
 Cheap for the process: a request compares the source's version (``view.PageSource.version``) with
@@ -26,7 +29,7 @@ from typing import Any
 
 from aiohttp import web
 
-from fabricsched.dashboard import assets, document, query, view
+from fabricsched.dashboard import assets, diagnosis, document, query, view
 
 logger = logging.getLogger(__name__)
 
@@ -115,8 +118,10 @@ class Documents:
         return found
 
 
-def make_app(source: view.PageSource, min_rebuild_s: float = MIN_REBUILD_S) -> web.Application:
+def make_app(source: view.PageSource, min_rebuild_s: float = MIN_REBUILD_S,
+             diagnose: diagnosis.Diagnose | None = None) -> web.Application:
     documents = Documents(source, min_rebuild_s)
+    diagnoses = diagnosis.Diagnoses(source, diagnose) if diagnose is not None else None
     page = assets.read("index.html").encode()
     statics = {name: assets.read(name).encode() for name in STATIC}
 
@@ -139,19 +144,35 @@ def make_app(source: view.PageSource, min_rebuild_s: float = MIN_REBUILD_S) -> w
             return web.Response(status=304, headers={**_HEADERS, "ETag": tag})
         return web.Response(body=body, content_type="application/json", headers={**_HEADERS, "ETag": tag})
 
+    async def diagnose_gang(request: web.Request) -> web.Response:
+        if diagnoses is None:
+            return web.json_response({"error": "diagnosis is not served by this process"}, status=404,
+                                     headers=_HEADERS)
+        answer = await diagnoses.answer(request.query_string, request.query.items())
+        headers = {**_HEADERS, "Age": str(int(answer.age_s))}
+        if answer.retry_after_s is not None:
+            headers["Retry-After"] = str(math.ceil(answer.retry_after_s))
+        return web.json_response(dict(answer.body), status=answer.status, headers=headers)
+
+    async def close(_: web.Application) -> None:
+        if diagnoses is not None:
+            await diagnoses.close()
+
     app = web.Application()
+    app.on_cleanup.append(close)
     app.router.add_get("/", index)
     app.router.add_get("/static/{name}", static)
     app.router.add_get("/api/state", state)
+    app.router.add_get("/api/diagnose", diagnose_gang)
     return app
 
 
 async def serve(source: view.PageSource, options: DashboardOptions,
-                listening: asyncio.Event | None = None) -> None:
+                listening: asyncio.Event | None = None, diagnose: diagnosis.Diagnose | None = None) -> None:
     """Serve the page on ``options.address`` until cancelled; ``listening`` is set once it
     listens, or once it gave up (it cannot listen: logged, the rest goes on)."""
     host, port = split_address(options.address)
-    runner = web.AppRunner(make_app(source), access_log=None)
+    runner = web.AppRunner(make_app(source, diagnose=diagnose), access_log=None)
     await runner.setup()
     try:
         try:

@@ -47,6 +47,8 @@ class GangFacts:
     slowdown: float
     slowdown_at_placement: float
     degraded_path: bool
+    placement: str = ""
+    """The gang's FabricPlacement's name (its diagnosis reads it); "" when unknown."""
 
 
 @dataclass(frozen=True)

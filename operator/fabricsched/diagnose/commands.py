@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import dataclasses
 import logging
 import os
 import sys
@@ -24,18 +23,7 @@ from pathlib import Path
 
 from fabricsched.api import prometheus_access as access_api
 from fabricsched.api import topology as topology_api
-from fabricsched.diagnose import (
-    appmetric,
-    cluster,
-    model,
-    nodes,
-    queries,
-    render,
-    report,
-    scenarios,
-    signals,
-    timefmt,
-)
+from fabricsched.diagnose import cluster, collect, model, nodes, queries, render, report, scenarios, timefmt
 from fabricsched.explain import access as kube_access
 from fabricsched.explain import bounds
 from fabricsched.explain import commands as explain_commands
@@ -44,7 +32,6 @@ from fabricsched.telemetry import access, prometheus
 
 FOUND, NOT_FOUND, USAGE, NO_API = 0, 1, 2, 3
 DEFAULT_SINCE = "1h"
-log = logging.getLogger("fabricsched.diagnose")
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -140,64 +127,28 @@ def run(args: argparse.Namespace) -> int:
             f"error: cannot read the API server: {type(e).__name__}: {bounds.clean(e, 300)}", file=sys.stderr
         )
         return NO_API
-    inputs = asyncio.run(_telemetry(args, read, window, labels))
+    inputs = asyncio.run(collect.inputs(read, window, labels, _asking(args, read), args.prometheus_timeout))
     sys.stdout.write(render.render(report.build(inputs), args.output))
     return FOUND
 
 
-async def _telemetry(
-    args: argparse.Namespace, read: cluster.Read, window: model.Window, labels: list[nodes.NodeLabel]
-) -> model.DiagnosisInputs:
-    notes = list(read.notes)
-    app: appmetric.AppMetric | None = None
-    try:
-        app = appmetric.from_annotations(read.annotations)
-    except ValueError as e:
-        notes.append(f"the step-time annotation is ignored: {bounds.clean(e, 200)}")
-    job = dataclasses.replace(read.job, app_metric=app.text if app else None)
-    base = model.DiagnosisInputs(
-        job=job,
-        window=window,
-        changes=read.changes,
-        notes=tuple(notes),
-        application_higher_is_better=bool(app and app.higher_is_better),
-    )
+def _asking(args: argparse.Namespace, read: cluster.Read) -> collect.Asking:
+    """``--prometheus`` as given, else the topology's URL when an allow-list prefix admits it;
+    the credentials and TLS always from this command's flags."""
     url, why = _url(args, read)
     if url is None:
-        log.info("no Prometheus: %s", why)
-        return dataclasses.replace(base, notes=(*base.notes, f"telemetry not measured: {why}"))
-    hosts = [r.node for r in job.gang.ranks] if job.gang else []
-    pod_nodes = {p.name: p.node for p in job.pods if p.node}
-    target = queries.Target(job.namespace, hosts, pod_nodes, labels)
-    async with prometheus.PrometheusClient(_policy(args, url)) as client:
-        try:
-            endpoint = client.endpoint(_spec(args, url))
-        except prometheus.TelemetryError as e:
-            return dataclasses.replace(
-                base,
-                prometheus=url,
-                telemetry=tuple(model.Measured(s, error=e.message) for s in _keys()),
-                notes=(*base.notes, f"Prometheus not asked: {e.message}"),
-            )
-        log.info("asking %s about %d hosts over %s", endpoint.url, len(hosts), _span(window))
-        measured, app_measured = await queries.gather(
-            client, endpoint, target, window, app, args.prometheus_timeout
-        )
-    return dataclasses.replace(base, prometheus=endpoint.url, telemetry=measured, application=app_measured)
-
-
-def _keys() -> list[str]:
-    return [s.key for s in signals.SIGNALS]
-
-
-def _span(window: model.Window) -> str:
-    return f"{timefmt.rfc3339(window.start)}..{timefmt.rfc3339(window.end)} every {window.step_s:g} s"
+        return collect.Asking(None, access.AccessPolicy((), ()), why)
+    policy = _policy(args, url)
+    try:
+        return collect.Asking(_spec(args, url), policy)
+    except prometheus.TelemetryError as e:
+        return collect.Asking(None, policy, e.message, url)
 
 
 def _url(args: argparse.Namespace, read: cluster.Read) -> tuple[str | None, str]:
     if args.prometheus:
         return str(args.prometheus), "given"
-    named = bounds.text(read.topology_prometheus, "url", 2048) if read.topology_prometheus else ""
+    named = collect.named_url(read.topology_prometheus)
     if not named:
         return None, "no --prometheus, and the job's FabricTopology names none (spec.health.prometheus)"
     try:

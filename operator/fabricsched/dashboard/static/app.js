@@ -6,7 +6,8 @@
   const COMPACT_HOSTS = 512; // above this many hosts, leaves are tiles and a click zooms into one
   const params = new URLSearchParams(window.location.search);
   const embedded = document.getElementById("fabricsched-data");
-  const ui = { doc: null, gang: null, element: null, zoom: params.get("leaf") || null, etag: null };
+  const ui = { doc: null, gang: null, element: null, zoom: params.get("leaf") || null, etag: null,
+               diagnosis: null }; // diagnosis: {key, status, body} of the selected gang, once asked
 
   function el(tag, attrs, ...children) {
     const node = document.createElement(tag);
@@ -247,6 +248,66 @@
     section.append(el("h2", { text: "Jobs" }), table);
   }
 
+  // A gang's diagnosis (/api/diagnose): asked on a click, never by the poll; the server caches
+  // it and limits how often a gang is diagnosed (429/503 say when to ask again).
+  async function diagnose() {
+    const key = ui.gang;
+    if (!key) return;
+    const q = new URLSearchParams({ gang: key, since: $("diagnose-since").value });
+    ui.diagnosis = { key, status: 0, body: {} };
+    renderDiagnosis();
+    let status = 0, body = {};
+    try {
+      const response = await fetch("/api/diagnose?" + q.toString(), { cache: "no-store" });
+      status = response.status;
+      body = await response.json().catch(() => ({}));
+      if (response.headers.get("Retry-After")) body.retryAfter = response.headers.get("Retry-After");
+    } catch (e) {
+      body = { error: "no answer" };
+    }
+    if (ui.diagnosis && ui.diagnosis.key === key) ui.diagnosis = { key, status, body };
+    renderDiagnosis();
+  }
+  function causeItem(c) {
+    const head = fmt(c.score, 2) + "  " + c.category + ": " + c.element + (c.recovered ? " (recovered)" : "") +
+      (c.since ? ", since " + c.since : "");
+    return el("li", { class: "cause" }, el("span", { text: head }),
+      el("ul", { class: "evidence" }, ...(c.evidence || []).map((e) => el("li", { text: e }))));
+  }
+  function renderDiagnosis() {
+    const panel = $("diagnosis");
+    const d = ui.diagnosis;
+    if (!d || d.key !== ui.gang) { ui.diagnosis = null; panel.hidden = true; panel.replaceChildren(); return; }
+    panel.hidden = false;
+    if (d.status === 0) { panel.replaceChildren(el("p", { text: "diagnosing " + d.key + " ..." })); return; }
+    const r = d.body;
+    if (d.status !== 200) {
+      panel.replaceChildren(el("p", { class: "error", text: "the diagnosis answered " + d.status + ": " +
+        (r.error || "") + (r.retryAfter ? " (ask again in " + r.retryAfter + " s)" : "") }));
+      return;
+    }
+    const job = r.job || {};
+    const span = r.window || {};
+    panel.replaceChildren(
+      el("h2", { text: "Diagnosis of " + job.namespace + "/" + job.name }),
+      el("p", { text: span.from + " to " + span.to + "; Prometheus: " + (r.prometheus || "none (telemetry not measured)") }),
+      el("h3", { text: "Verdict" }),
+      el("ol", { id: "causes" }, ...(r.causes || []).map(causeItem)),
+      el("p", { text: r.recovered === true ? "recovered at " + r.recoveredAt : r.recovered === false ? "not recovered by the window's end" : "" }));
+    const changes = r.changes || [];
+    if (changes.length) {
+      panel.append(el("h3", { text: "Recent changes" }),
+        el("ul", {}, ...changes.slice(-20).map((c) => el("li", { text: c.time + "  " + c.kind + ": " + c.what }))));
+    }
+    const missing = r.notMeasured || [];
+    if (missing.length) {
+      panel.append(el("h3", { text: "Not measured (" + missing.length + " signals)" }),
+        el("ul", { id: "not-measured", class: "not-measured" },
+          ...missing.map((m) => el("li", { text: m.category + ": " + m.signal + " (" + m.metric + "): " + m.why }))));
+    }
+    if ((r.notes || []).length) panel.append(el("h3", { text: "Notes" }), el("ul", {}, ...r.notes.map((n) => el("li", { text: n }))));
+  }
+
   function render() {
     const doc = ui.doc;
     if (!doc) return;
@@ -262,6 +323,8 @@
     renderElements(doc);
     renderPending(doc);
     highlight(doc, index);
+    $("diagnose-bar").hidden = !ui.gang || Boolean(embedded);
+    if (ui.diagnosis && ui.diagnosis.key !== ui.gang) renderDiagnosis();
   }
   function selectGang(key) { ui.gang = ui.gang === key ? null : key; ui.element = null; render(); }
   function selectElement(id) { ui.element = ui.element === id ? null : id; ui.gang = null; render(); }
@@ -293,6 +356,7 @@
 
   for (const id of ["filter-text", "filter-phase", "filter-degraded"]) $(id).addEventListener("input", render);
   $("unzoom").addEventListener("click", () => { ui.zoom = null; render(); });
+  $("diagnose").addEventListener("click", diagnose);
   $("clear").addEventListener("click", () => { ui.gang = null; ui.element = null; render(); });
   $("topology").addEventListener("change", (e) => {
     params.set("topology", e.target.value);
