@@ -83,7 +83,8 @@ def device_class(name: str, selector: str, extended: str | None = None) -> dict[
     spec: dict[str, Any] = {"selectors": [{"cel": {"expression": selector}}]}
     if extended:
         spec["extendedResourceName"] = extended
-    return {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": name}, "spec": spec}
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": name},
+            "spec": spec}
 
 
 def claim_template(api: rest.Client, namespace: str, name: str, device_class_name: str, count: int) -> None:
@@ -188,7 +189,8 @@ def dra_fabric(root: Path, plugin_leaf: str, shape: tuple[int, int, int] = (2, 2
     and a channel slice; the scheduler lists no managedResources; fabricsched running."""
     with harness.plane_with_fabricsched(root, dra=True) as fabric:
         spines, leaves, hosts = shape
-        manifests = samples.sample_fabric(spines=spines, leaves_per_spine=leaves, hosts_per_leaf=hosts, gpus=8)
+        manifests = samples.sample_fabric(spines=spines, leaves_per_spine=leaves, hosts_per_leaf=hosts,
+                                          gpus=8)
         for i, node in enumerate(manifests):
             node["metadata"]["labels"][CLIQUE] = f"cluster-a.{i // hosts_per_clique}"
             if node["metadata"]["labels"][samples.TOPOGRAPH.leaf] != plugin_leaf:

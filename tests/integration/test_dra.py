@@ -72,7 +72,8 @@ def test_claim_gang_lands_in_one_leaf_avoiding_taken_gpus(dra: harness.Fabric, d
     # Two hosts of l01 taken by claims the default scheduler allocates: l01 holds 6 free hosts.
     taken = [n for n, leaf in sorted(dra.leaf_of.items()) if leaf == TAKEN_LEAF][:2]
     for i, node in enumerate(taken):
-        drakit.claim_job(api, dra_ns, f"occupant-{i}", 1, ["eight-gpus"], scheduler="default-scheduler", node=node)
+        drakit.claim_job(api, dra_ns, f"occupant-{i}", 1, ["eight-gpus"], scheduler="default-scheduler",
+                         node=node)
     wait_for("the occupants' claims allocated", lambda: {n for _, n, _ in drakit.allocations(api, dra_ns)}
              == set(taken), timeout=60)
     wait_for("their 16 GPUs taken in the status", lambda: _gpus(dra).get("free") == 256 - 16, timeout=30)
