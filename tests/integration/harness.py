@@ -272,13 +272,15 @@ def plane_with_fabricsched(
     operator_args: Sequence[str] = (),
     dashboard: bool = False,
     kind: Callable[[controlplane.ControlPlane, rest.Client, Operator], F] = Fabric,  # type: ignore[assignment]
+    dra: bool = False,
 ) -> Iterator[F]:
     """A control plane with the fabricsched kube-scheduler and fabricsched's CRDs, no node yet,
-    the operator made (not started) with ``operator_args``; ``kind`` builds the handle."""
+    the operator made (not started) with ``operator_args``; ``kind`` builds the handle; with
+    ``dra``, the scheduler lists no managedResources (every pod reaches the extender)."""
     find_binaries_or_skip()
     ports = processes.free_ports(3 if dashboard else 2)
     extender_port, health_port = ports[:2]
-    scheduler = commands.fabricsched_scheduler(f"http://127.0.0.1:{extender_port}")
+    scheduler = commands.fabricsched_scheduler(f"http://127.0.0.1:{extender_port}", dra=dra)
     plane = controlplane.up(root / "cluster", extra_schedulers=[scheduler])
     api = plane.client()
     operator = Operator(plane.kubeconfig, root, extender_port, health_port, operator_args,

@@ -68,6 +68,9 @@ plus the gpuResource of the topology this chart creates; repeats dropped, first 
 {{- range uniq $names }}
 {{- $entries = append $entries (dict "name" . "ignoredByScheduler" false) }}
 {{- end }}
+{{- if .Values.scheduler.dra }}
+{{- $entries = list }}
+{{- end }}
 {{- toJson $entries }}
 {{- end }}
 
@@ -134,5 +137,8 @@ fabricsched.managedResources, so the pods it sends to fabricsched are the ones t
 {{- end }}
 {{- range uniq $names }}
 - {{ printf "--webhook-gpu-resource=%s" . | quote }}
+{{- end }}
+{{- if .Values.scheduler.dra }}
+- "--webhook-dra-claims"
 {{- end }}
 {{- end }}

@@ -75,6 +75,9 @@ class SchedulerConfigOptions:
     gpu_resources: tuple[str, ...] = (DEFAULT_GPU_RESOURCE,)
     """``managedResources``: only pods asking for one of these are sent to the extender; the
     ``gpuResource`` of every FabricTopology the cluster has belongs here."""
+    dra: bool = False
+    """GPUs through DRA (a FabricTopology with ``spec.draGpus``): no ``managedResources``, so the
+    scheduler sends every pod, claim-only GPU pods included (docs/dra.md)."""
     tls: ExtenderTLS | None = None
     """Mutual TLS with the extender (the chart's ``extender.tls``); None: plain HTTP on loopback."""
 
@@ -106,7 +109,7 @@ def render(options: SchedulerConfigOptions) -> str:
         "kubeconfig": _yaml_string_body(options.kubeconfig),
         "extender_url": _yaml_string_body(options.extender_url.rstrip("/")),
         "lease_namespace": _yaml_string_body(options.lease_namespace),
-        "managed_resources": managed_resources(options.gpu_resources),
+        "managed_resources": "[]" if options.dra else managed_resources(options.gpu_resources),
         "enable_https": "true" if options.tls is not None else "false",
         "tls_config": options.tls.as_json() if options.tls is not None else "null",
     }

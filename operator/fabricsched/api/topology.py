@@ -16,6 +16,7 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 from fabricsched.api import openapi
 from fabricsched.api.base import WireModel
 from fabricsched.api.conditions import Condition as Condition  # re-exported: part of the status
+from fabricsched.api.dra import DraGpuSpec as DraGpuSpec  # re-exported: part of the spec
 from fabricsched.api.health import (
     MAX_TELEMETRY_RULES as MAX_TELEMETRY_RULES,
 )
@@ -210,6 +211,12 @@ class FabricTopologySpec(WireModel):
         max_length=MAX_LINKS,
         description="Admin overrides of switch-domain uplink health; applied at once, both ways.",
         json_schema_extra=openapi.extensions(list_type="atomic"),
+    )
+    dra_gpus: DraGpuSpec | None = Field(
+        default=None,
+        description="GPUs published as DRA devices (ResourceSlices): a node without the gpuResource "
+        "allocatable counts its GPU devices instead; pods count the GPUs their ResourceClaims ask "
+        "for. Absent: GPUs come from the allocatable extended resource only (docs/dra.md).",
     )
 
     @field_validator("tiers")

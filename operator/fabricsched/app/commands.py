@@ -119,6 +119,9 @@ def _add_webhook_flags(run: argparse.ArgumentParser) -> None:
                      help="a pod requesting this resource is a GPU pod the webhook sends to "
                           "fabricsched; repeat for several; use the gpuResource of every "
                           f"FabricTopology (default: {schedconfig.DEFAULT_GPU_RESOURCE})")
+    run.add_argument("--webhook-dra-claims", action="store_true",
+                     help="a pod claiming DRA devices (spec.resourceClaims) is a GPU pod too: its "
+                          "GPUs may come only from claims (docs/dra.md; default: off)")
     run.add_argument("--webhook-client-ca", type=Path, default=None, metavar="FILE",
                      help="answer only webhook clients (the API server, configured to present a "
                           "client certificate) showing a certificate signed by this CA (PEM) "
@@ -133,7 +136,7 @@ def _webhook_options(args: argparse.Namespace) -> webhook_options.WebhookOptions
     return _flagged("--webhook", lambda: webhook_options.WebhookOptions(
         cert_file=args.webhook_cert_file, key_file=args.webhook_key_file, address=args.webhook_address,
         gpu_resources=tuple(args.webhook_gpu_resources or (schedconfig.DEFAULT_GPU_RESOURCE,)),
-        client_ca=args.webhook_client_ca))
+        client_ca=args.webhook_client_ca, dra_claims=args.webhook_dra_claims))
 
 
 def resolve_kubeconfig(given: Path | None, environ: Mapping[str, str]) -> Path | None:

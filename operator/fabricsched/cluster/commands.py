@@ -38,6 +38,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                     help="a GPU resource name the extender manages (managedResources); repeat for "
                          "several; use the gpuResource of every FabricTopology you will create "
                          f"(default: {schedconfig.DEFAULT_GPU_RESOURCE})")
+    up.add_argument("--dra", action="store_true",
+                    help="GPUs come through DRA claims (a FabricTopology with spec.draGpus): the "
+                         "second kube-scheduler lists no managedResources and sends every pod")
     up.add_argument("--node-lease-seconds", type=_lease_seconds,
                     default=controlplane.ControlPlaneOptions.node_lease_seconds,
                     help="duration of the node Leases kwok renews every quarter of it; 0: no Leases, "
@@ -75,7 +78,8 @@ def _fail(action: str, error: Exception) -> int:
 def _up(args: argparse.Namespace) -> int:
     try:
         resources = args.gpu_resources or [schedconfig.DEFAULT_GPU_RESOURCE]
-        extra = [components.fabricsched_scheduler(args.extender_url, gpu_resources=resources)] \
+        extra = [components.fabricsched_scheduler(args.extender_url, gpu_resources=resources,
+                                                   dra=args.dra)] \
             if args.fabricsched_scheduler else []
         if args.webhook:
             admission.loopback_url(args.webhook_url)

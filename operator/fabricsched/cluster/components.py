@@ -106,14 +106,16 @@ DEFAULT_SCHEDULER = SchedulerSpec(DEFAULT_SCHEDULER_NAME)
 
 def fabricsched_scheduler(extender_url: str, lease_namespace: str = schedconfig.DEFAULT_LEASE_NAMESPACE,
                           gpu_resources: Sequence[str] = (schedconfig.DEFAULT_GPU_RESOURCE,),
-                          ) -> SchedulerSpec:
+                          dra: bool = False) -> SchedulerSpec:
     """The kube-scheduler that calls the extender, rendered exactly as the Helm chart's is.
 
     ``gpu_resources`` become ``managedResources``: the ``gpuResource`` of every FabricTopology
-    the cluster will hold. Bad values raise ``ValueError`` here, before anything starts.
+    the cluster will hold; with ``dra``, none (every pod is sent, docs/dra.md). Bad values raise
+    ``ValueError`` here, before anything starts.
     """
     options = schedconfig.SchedulerConfigOptions(
-        extender_url=extender_url, lease_namespace=lease_namespace, gpu_resources=tuple(gpu_resources))
+        extender_url=extender_url, lease_namespace=lease_namespace, gpu_resources=tuple(gpu_resources),
+        dra=dra)
 
     def render(kubeconfig_path: Path) -> str:
         return schedconfig.render(dataclasses.replace(options, kubeconfig=str(kubeconfig_path)))

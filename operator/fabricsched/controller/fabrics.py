@@ -15,7 +15,7 @@ from typing import Any
 from fabricsched import ids
 from fabricsched.api import topology as api
 from fabricsched.telemetry import poller
-from fabricsched.topology import conflicts, dra, health, index, nodes, selectors
+from fabricsched.topology import claims, conflicts, dra, health, index, nodes, selectors
 from fabricsched.topology import status as core_status
 
 HealthTransition = health.HealthChange
@@ -51,8 +51,20 @@ class TopologyFabric:
     # --- membership -----------------------------------------------------------------------
 
     def selects(self, node: nodes.NodeInfo) -> bool:
-        """The node matches the selector and holds the GPU resource (a fabric host candidate)."""
-        return node.gpus(self.spec.gpu_resource) > 0 and self.selector.matches(node.labels)
+        """The node matches the selector and holds GPUs (a fabric host candidate)."""
+        return self.host_gpus(node) > 0 and self.selector.matches(node.labels)
+
+    def host_gpus(self, node: nodes.NodeInfo) -> int:
+        """The node's GPUs: allocatable ``spec.gpuResource``, else (``spec.draGpus``) its GPU devices."""
+        return claims.host_gpus(self.spec.dra_gpus, self.spec.gpu_resource, node, self.devices)
+
+    def taken(self, node: nodes.NodeInfo | None, held_by_pods: int, index: claims.ClaimIndex) -> int:
+        """GPUs of a host that are not free: what its pods hold of the allocatable resource, or,
+        for a host whose GPUs are DRA devices, those taken by allocated claims."""
+        dra_spec = self.spec.dra_gpus
+        if node is None or dra_spec is None or node.gpus(self.spec.gpu_resource):
+            return held_by_pods
+        return claims.taken_gpus(dra_spec, self.devices, index, node.name)
 
     def holds(self, node: ids.NodeName) -> bool:
         """The node is a host candidate of this fabric (it may still be left out by a conflict)."""
@@ -72,7 +84,7 @@ class TopologyFabric:
         if member:
             assert node is not None
             self.members.add(name)
-            if self.index.set_node(node):
+            if self.index.set_node(node, self.host_gpus(node)):
                 self.version += 1
         else:
             self.members.discard(name)
@@ -181,3 +193,14 @@ class TopologyFabric:
 
     def health(self) -> Mapping[health.ElementId, health.ElementHealth]:
         return self.tracker.effective()
+
+
+def first_error(e: ValueError) -> str:
+    """The first error of a refused spec, with its path (``spec.tiers.0.name: ...``)."""
+    errors = getattr(e, "errors", None)
+    if callable(errors):
+        first = errors()[0] if errors() else None
+        if first is not None:
+            where = ".".join(str(p) for p in first.get("loc", ()))
+            return f"spec.{where}: {first.get('msg', '')}" if where else str(first.get("msg", ""))
+    return str(e)

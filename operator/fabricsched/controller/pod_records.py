@@ -18,7 +18,10 @@ _KEPT_LABELS = kinds.LEGACY_LABELS
 
 
 def requests_extended(body: Mapping[str, Any]) -> bool:
+    """The pod requests an extended resource or claims DRA devices (its GPUs may come from them)."""
     spec = body.get("spec") or {}
+    if spec.get("resourceClaims"):
+        return True
     for group in ("containers", "initContainers"):
         for container in spec.get(group) or ():
             resources = container.get("resources") or {}

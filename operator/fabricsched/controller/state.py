@@ -8,8 +8,8 @@ is no locking: call everything from the loop thread.
 What is kept, and why it stays small at 10k nodes x 50k pods:
 - nodes as ``k8s.NodeInfo`` (labels, allocatable, conditions; heartbeats are dropped, so a
   status heartbeat compares equal and costs one dict lookup);
-- only pods that request an extended resource (a ``/`` in the name: GPUs), as
-  ``k8s.PodUsage`` with labels and annotations cut down to the gang conventions;
+- only pods that request an extended resource (a ``/`` in the name: GPUs) or claim DRA devices,
+  as ``k8s.PodUsage`` with labels and annotations cut down to the gang conventions;
 - Jobs as ``ports.job_types.JobInfo`` (a handful of fields);
 - per node, the extended resources its active pods hold (updated on every pod change, so free
   GPUs never need a pass over all pods);
@@ -36,7 +36,7 @@ from typing import Any
 
 from fabricsched import ids
 from fabricsched.api import topology as api
-from fabricsched.controller import fabrics, optin, pod_records, snapshots
+from fabricsched.controller import dra_gpus, fabrics, optin, pod_records, snapshots
 from fabricsched.ports import changes
 from fabricsched.ports import jobs as job_types
 from fabricsched.telemetry import poller
@@ -96,6 +96,8 @@ class ClusterState:
         """DRA devices and DeviceTaintRules (``controller.dra`` keeps it current): source ``dra``."""
         self.optin = optin.OptInWatch(clock, lambda: {tf.spec.gpu_resource for tf in self._fabrics.values()})
         """Opted-in namespaces and their GPU pods that missed the webhook (``controller.optin``)."""
+        self.dra = dra_gpus.DraGpus(self.devices)
+        """Claims, templates, DeviceClasses, ComputeDomains: GPUs through DRA (docs/dra.md)."""
         self.generation = 0
         """Bumped by every change that can alter a snapshot (nodes, GPU pods, topologies, health)."""
         self.usage_generation = 0
@@ -200,7 +202,7 @@ class ClusterState:
         resource = tf.spec.gpu_resource
         held = self._free.get(name)
         if held is None or held.fabric is not built.fabric or held.resource != resource:
-            free = gpus.free_of(built.fabric, lambda h: self.used(h, resource))
+            free = gpus.free_of(built.fabric, lambda h: self._taken(tf, h))
             held = self._free[name] = snapshots.FreeMap(built.fabric, resource, free)
         held.shared = True
         snap = snapshots.TopologySnapshot(
@@ -208,6 +210,13 @@ class ClusterState:
         )
         self._snapshots[name] = snap
         return snap
+
+    def _taken(self, tf: fabrics.TopologyFabric, node: ids.NodeName) -> int:
+        return tf.taken(self._nodes.get(node), self.used(node, tf.spec.gpu_resource), self.dra.claims)
+
+    def counted(self, pod: k8s.PodUsage) -> k8s.PodUsage:
+        """``pod`` with the GPUs its DRA claims ask for counted (``claim_gpus``, ``uncounted``)."""
+        return self.dra.count(pod, self._fabrics.values())
 
     # --- nodes --------------------------------------------------------------------------
 
@@ -254,7 +263,7 @@ class ClusterState:
         old = self._pods.get(key)
         if old is None and not pod_records.requests_extended(body):
             return  # not a GPU pod: not ours, not stored
-        pod = pod_records.trimmed(k8s.PodUsage.from_manifest(body))
+        pod = pod_records.trimmed(self.counted(k8s.PodUsage.from_manifest(body)))
         if old == pod:
             return
         if old is not None and old.uid != pod.uid:
@@ -305,10 +314,15 @@ class ClusterState:
                 del held[resource]
         if not held:
             del self._used[pod.node]
-        for free in self._free.values():
-            host = free.fabric.hosts.get(pod.node)
-            if host is not None:
-                free.set(pod.node, max(0, host.gpus - self.used(pod.node, free.resource)))
+        self._refree((pod.node,))
+
+    def _refree(self, touched: Collection[ids.NodeName]) -> None:
+        for name, free in self._free.items():
+            tf = self._fabrics.get(name)
+            for node in touched:
+                host = free.fabric.hosts.get(node)
+                if host is not None and tf is not None:
+                    free.set(node, max(0, host.gpus - self._taken(tf, node)))
 
     # --- jobs ---------------------------------------------------------------------------
 
@@ -373,7 +387,7 @@ class ClusterState:
             spec = api.FabricTopologySpec.model_validate(body.get("spec") or {})
         except ValueError as e:
             # The CRD schema should have refused it; keep the reason for Ready=False.
-            self._objects[tname] = TopologyObject(tname, uid, generation, status, _first_error(e))
+            self._objects[tname] = TopologyObject(tname, uid, generation, status, fabrics.first_error(e))
             self._drop_topology(tname)
             return
         self._objects[tname] = TopologyObject(tname, uid, generation, status)
@@ -390,6 +404,7 @@ class ClusterState:
             tf = existing
             tf.respec(spec, generation)
         self.generation += 1
+        self.dra.topology_changed()
         # Claims of every node may change: this topology's selector is new, and its nodes may
         # now be contested by (or freed from) another topology.
         for node_name, info in self._nodes.items():
@@ -452,10 +467,24 @@ class ClusterState:
             self.generation += 1
 
     def refeed_devices(self, touched: Collection[ids.NodeName] | None) -> None:
-        """DRA devices of ``touched`` nodes (None: a taint rule, so every node) changed in ``devices``."""
+        """DRA devices of ``touched`` nodes (None: a taint rule, so every node) changed in ``devices``:
+        their GPU devices may have too (``spec.draGpus``), so they are placed again."""
         now = self._clock()
+        for node in sorted(touched or ()):
+            if node in self._nodes:
+                self.generation += 1
+                self._reclaim(node, self._nodes[node], now)
         for name, tf in self._fabrics.items():
             self._emit_health(name, tf.feed_devices(touched, now))
+
+    def refresh_claims(self, touched: Collection[ids.NodeName]) -> None:
+        """DRA claims moved: the free GPUs of ``touched`` nodes (allocations), and the counts
+        of pods with claims (templates, classes, ComputeDomains)."""
+        for key, pod in self.dra.recount(self._pods, self._fabrics.values()).items():
+            self._pods[key] = self._pods_by_namespace[key[0]][key] = pod
+        self.generation += 1
+        self.usage_generation += 1
+        self._refree(touched)
 
     # --- hysteresis clock ---------------------------------------------------------------
 
@@ -465,12 +494,3 @@ class ClusterState:
         for name, tf in self._fabrics.items():
             self._emit_health(name, tf.tick(now))
 
-
-def _first_error(e: ValueError) -> str:
-    errors = getattr(e, "errors", None)
-    if callable(errors):
-        first = errors()[0] if errors() else None
-        if first is not None:
-            where = ".".join(str(p) for p in first.get("loc", ()))
-            return f"spec.{where}: {first.get('msg', '')}" if where else str(first.get("msg", ""))
-    return str(e)

@@ -151,5 +151,10 @@ def _whole(value: object, default: int) -> int:
 
 
 def _template_gpus(template: object, gpu_resource: str) -> int:
+    """GPUs a template's pods request; a template whose pods claim DRA devices counts as a GPU
+    one (1) even without: its GPUs may come from claims (docs/dra.md), whose pods the extender
+    counts when they come."""
     spec = parsing.mapping(parsing.mapping(template, "template").get("spec"), "template.spec")
-    return nodes.effective_requests(spec).get(gpu_resource, 0)
+    requested = nodes.effective_requests(spec).get(gpu_resource, 0)
+    claims = parsing.sequence(spec.get("resourceClaims"), "template.spec.resourceClaims")
+    return requested or (1 if claims else 0)

@@ -36,6 +36,9 @@ MAX_ATTRIBUTES = 32
 MAX_VALUE_CHARS = 64
 """Longest string attribute kept (the API server's own limit)."""
 REASON_CHARS = 160
+MAX_COUNTER_SETS = 8
+"""Counter sets read per device (``consumesCounters``; the API server allows fewer)."""
+MAX_GENERATION = 2**63 - 1
 
 _STATE_OF_EFFECT: Mapping[str, fabric.HealthState] = {
     "NoSchedule": fabric.HealthState.DEGRADED,
@@ -63,6 +66,11 @@ class Device:
     attributes: Mapping[str, str]
     """String attributes only (a NIC's name is a string), by qualified name as published."""
     taints: tuple[Taint, ...] = ()
+    generation: int = 0
+    """``spec.pool.generation`` of its slice: only the pool's newest generation is current."""
+    consumes: tuple[str, ...] = ()
+    """Counter sets it draws from (``consumesCounters[].counterSet``, partitionable devices): a
+    whole GPU and its MIG devices share one, so an allocated MIG device takes the GPU too."""
 
 
 @dataclass(frozen=True)
@@ -92,7 +100,9 @@ def parse_slice(body: Mapping[str, Any]) -> tuple[str, tuple[Device, ...]]:
     name = parsing.string(metadata.get("name"), "metadata.name")
     spec = parsing.mapping(body.get("spec"), "spec")
     driver = parsing.string(spec.get("driver"), "spec.driver")
-    pool = parsing.string(parsing.mapping(spec.get("pool"), "spec.pool").get("name"), "spec.pool.name")
+    pool_fields = parsing.mapping(spec.get("pool"), "spec.pool")
+    pool = parsing.string(pool_fields.get("name"), "spec.pool.name")
+    generation = _whole(pool_fields.get("generation"), "spec.pool.generation")
     slice_node = parsing.string(spec.get("nodeName"), "spec.nodeName")
     devices: list[Device] = []
     for raw in parsing.sequence(spec.get("devices"), "spec.devices")[:MAX_DEVICES]:
@@ -105,6 +115,7 @@ def parse_slice(body: Mapping[str, Any]) -> tuple[str, tuple[Device, ...]]:
             _string_attributes(parsing.mapping(fields.get("attributes"), "spec.devices[].attributes")),
             tuple(_taint(t, f"ResourceSlice {name}")
                   for t in parsing.sequence(fields.get("taints"), "spec.devices[].taints")[:MAX_TAINTS]),
+            generation, _counter_sets(fields.get("consumesCounters")),
         ))
     return name, tuple(devices)
 
@@ -132,6 +143,25 @@ def _taint(raw: object, origin: str) -> Taint:
                  parsing.string(fields.get("effect"), "taint.effect"), origin)
 
 
+def _whole(value: object, what: str) -> int:
+    """A JSON integer in [0, 2^63) (absent: 0); raises ``parsing.Invalid`` otherwise."""
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_GENERATION:
+        raise parsing.Invalid(f"{what}={parsing.excerpt(value)} is not a whole number in range")
+    return value
+
+
+def _counter_sets(raw: object) -> tuple[str, ...]:
+    found = []
+    for item in parsing.sequence(raw, "spec.devices[].consumesCounters")[:MAX_COUNTER_SETS]:
+        name = parsing.string(parsing.mapping(item, "consumesCounters[]").get("counterSet"),
+                              "consumesCounters[].counterSet")
+        if name and len(name) <= MAX_VALUE_CHARS:
+            found.append(name)
+    return tuple(found)
+
+
 def _string_attributes(raw: Mapping[str, Any]) -> dict[str, str]:
     out: dict[str, str] = {}
     for key, value in list(raw.items())[:MAX_ATTRIBUTES]:
@@ -142,9 +172,16 @@ def _string_attributes(raw: Mapping[str, Any]) -> dict[str, str]:
 
 
 def rdma_name(device: Device, attribute: str) -> str | None:
-    """The device's RDMA NIC name under ``attribute``; an unqualified attribute published by
-    the driver the qualified name's domain names counts too (DRA's relative names)."""
+    """The device's RDMA NIC name under ``attribute``."""
+    return attribute_of(device, attribute)
+
+
+def attribute_of(device: Device, attribute: str) -> str | None:
+    """The device's string attribute ``attribute``; a name qualified by the device's driver
+    and the unqualified one are the same attribute (DRA's relative names), both ways."""
     found = device.attributes.get(attribute)
+    if found is None and "/" not in attribute:
+        found = device.attributes.get(f"{device.driver}/{attribute}")
     if found is None and "/" in attribute:
         domain, _, short = attribute.partition("/")
         if device.driver == domain:
@@ -159,6 +196,8 @@ class DeviceIndex:
         self._slices: dict[str, tuple[Device, ...]] = {}
         self._by_node: dict[ids.NodeName, dict[str, tuple[Device, ...]]] = {}
         self._rules: dict[str, DeviceTaintRule] = {}
+        self._pools: dict[tuple[str, str], dict[str, int]] = {}
+        """(driver, pool) -> the generation of each of its slices with node-local devices."""
 
     def set_slice(self, name: str, devices: tuple[Device, ...]) -> set[ids.NodeName]:
         """Add or replace a slice; returns the nodes whose devices changed (old and new)."""
@@ -167,6 +206,10 @@ class DeviceIndex:
             return set()
         touched = self._unlink(name)
         self._slices[name] = devices
+        if devices:
+            pool = (devices[0].driver, devices[0].pool)
+            self._pools.setdefault(pool, {})[name] = devices[0].generation
+            touched.update(self._pool_nodes(pool) - {d.node for d in devices})
         for device in devices:
             self._by_node.setdefault(device.node, {}).setdefault(name, ())
             self._by_node[device.node][name] += (device,)
@@ -198,12 +241,24 @@ class DeviceIndex:
         for devices in self._by_node.get(node, {}).values():
             yield from devices
 
+    def current(self, device: Device) -> bool:
+        """The device's slice is of its pool's newest generation (older slices are on their way out)."""
+        generations = self._pools.get((device.driver, device.pool), {})
+        return device.generation >= max(generations.values(), default=0)
+
     def taints_of(self, device: Device) -> list[Taint]:
         return [*device.taints, *(r.taint for r in self._rules.values() if r.matches(device))]
 
     def _unlink(self, name: str) -> set[ids.NodeName]:
         touched: set[ids.NodeName] = set()
-        for device in self._slices.get(name, ()):
+        old = self._slices.get(name, ())
+        if old:
+            pool = (old[0].driver, old[0].pool)
+            self._pools.get(pool, {}).pop(name, None)
+            if not self._pools.get(pool, True):
+                del self._pools[pool]
+            touched.update(self._pool_nodes(pool))  # a pool's generation moves its other slices too
+        for device in old:
             per_node = self._by_node.get(device.node)
             if per_node is not None:
                 per_node.pop(name, None)
@@ -211,6 +266,10 @@ class DeviceIndex:
                     del self._by_node[device.node]
             touched.add(device.node)
         return touched
+
+
+    def _pool_nodes(self, pool: tuple[str, str]) -> set[ids.NodeName]:
+        return {d.node for slice_name in self._pools.get(pool, {}) for d in self._slices.get(slice_name, ())}
 
 
 def observations(spec: api.FabricTopologySpec, index: DeviceIndex,

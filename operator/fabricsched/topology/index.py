@@ -101,9 +101,10 @@ class FabricIndex:
 
     # -- node membership ------------------------------------------------------------------
 
-    def set_node(self, node: nodes.NodeInfo) -> bool:
-        """Add or update a node this topology selects; True when the fabric changed."""
-        gpus = node.gpus(self.spec.gpu_resource)
+    def set_node(self, node: nodes.NodeInfo, gpus: int | None = None) -> bool:
+        """Add or update a node this topology selects, with ``gpus`` GPUs (default: its
+        allocatable ``spec.gpuResource``); True when the fabric changed."""
+        gpus = node.gpus(self.spec.gpu_resource) if gpus is None else gpus
         if gpus <= 0:
             return self.remove_node(node.name)
         values = [node.labels.get(t.node_label, "") for t in self.tiers]

@@ -71,6 +71,19 @@ class NodeInfo:
         return count if 0 < count <= MAX_HOST_GPUS else 0
 
 
+MAX_POD_CLAIMS = 128
+"""``spec.resourceClaims`` entries read per pod (the API server's own limit)."""
+
+
+@dataclass(frozen=True)
+class PodClaim:
+    """One ``spec.resourceClaims`` entry: a ResourceClaim by name, or a ResourceClaimTemplate
+    the pod's claim is made from."""
+
+    claim: str = ""
+    template: str = ""
+
+
 Owner = tuple[str, str, str]
 """(kind, name, uid) of a pod's controlling owner, e.g. ("Job", "train-b", "1f0c...")."""
 
@@ -97,6 +110,14 @@ class PodUsage:
     """Every container has terminated: a terminating pod in this state holds nothing any more."""
     pod_group: str | None = None
     """``spec.schedulingGroup.podGroupName``: the native PodGroup the pod belongs to, if any."""
+    claims: tuple[PodClaim, ...] = ()
+    """``spec.resourceClaims``: DRA claims, counted against a fabric's GPU devices by the state
+    (``topology.claims.fold``), which fills ``claim_gpus`` or ``uncounted``."""
+    claim_gpus: Mapping[str, int] = field(default_factory=dict)
+    """GPUs the pod's claims (and implicit DeviceClass requests) ask for, under each DRA
+    fabric's ``spec.gpuResource``; apart from ``requests``, which node allocatable holds."""
+    uncounted: str = ""
+    """Why the pod's claimed GPUs cannot be counted (docs/dra.md); empty when they can."""
 
     @classmethod
     def from_manifest(cls, body: Mapping[str, Any]) -> PodUsage:
@@ -131,6 +152,7 @@ class PodUsage:
                 for s in statuses
             ),
             pod_group=_pod_group(spec),
+            claims=_claims(spec),
         )
 
     @property
@@ -141,7 +163,8 @@ class PodUsage:
         return not (self.terminating and self.containers_done)
 
     def gpus(self, resource: str) -> int:
-        return self.requests.get(resource, 0)
+        """GPUs of ``resource`` the pod asks for: extended-resource requests and counted claims."""
+        return self.requests.get(resource, 0) + self.claim_gpus.get(resource, 0)
 
 
 def effective_requests(spec: Mapping[str, Any]) -> dict[str, int]:
@@ -209,6 +232,17 @@ def _max(into: dict[str, int], other: Mapping[str, int]) -> None:
 def _pod_group(spec: Mapping[str, Any]) -> str | None:
     group = parsing.mapping(spec.get("schedulingGroup"), "spec.schedulingGroup")
     return parsing.string(group.get("podGroupName"), "spec.schedulingGroup.podGroupName") or None
+
+
+def _claims(spec: Mapping[str, Any]) -> tuple[PodClaim, ...]:
+    found = []
+    for raw in parsing.sequence(spec.get("resourceClaims"), "spec.resourceClaims")[:MAX_POD_CLAIMS]:
+        entry = parsing.mapping(raw, "spec.resourceClaims[]")
+        found.append(PodClaim(
+            parsing.string(entry.get("resourceClaimName"), "spec.resourceClaims[].resourceClaimName"),
+            parsing.string(entry.get("resourceClaimTemplateName"),
+                           "spec.resourceClaims[].resourceClaimTemplateName")))
+    return tuple(found)
 
 
 def _controller(refs: Sequence[Any]) -> Owner | None:

@@ -7,7 +7,8 @@ nothing here reads the cluster. A pod is changed only when all hold:
 - the operation is CREATE (a pod's scheduler name cannot change afterwards);
 - it asks for a GPU: a positive effective request of one of the GPU resources, counted as the
   kube-scheduler does (containers, init and sidecar containers; a limit alone counts as the
-  request, as API defaulting makes it);
+  request, as API defaulting makes it), or, with ``dra_claims``, it claims DRA devices
+  (``spec.resourceClaims``: its GPUs may come from claims alone, docs/dra.md);
 - its ``schedulerName`` is empty or ``default-scheduler``: another explicit scheduler is the
   user's choice and stays;
 - it is not bound already (``spec.nodeName``): no scheduler sees such a pod.
@@ -51,9 +52,12 @@ def decide(operation: object, body: object, options: webhook_options.WebhookOpti
         current = parsing.string(spec.get("schedulerName"), "spec.schedulerName")
         bound = parsing.string(spec.get("nodeName"), "spec.nodeName")
         requests = nodes.effective_requests(spec)
+        claims = parsing.sequence(spec.get("resourceClaims"), "spec.resourceClaims")
     except ValueError as e:  # parsing.Invalid, and anything a quantity raises
         return Decision(None, f"unreadable pod: {parsing.truncate(str(e), 200)}", malformed=True)
     gpus = _gpu_request(requests, options.gpu_resources)
+    if gpus is None and options.dra_claims and claims:
+        gpus = ("DRA claims", len(claims))
     if gpus is None:
         return Decision(None, f"requests none of {', '.join(options.gpu_resources)}")
     if current not in ("", DEFAULT_SCHEDULER):

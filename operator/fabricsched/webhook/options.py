@@ -19,6 +19,9 @@ class WebhookOptions:
     gpu_resources: tuple[str, ...] = (schedconfig.DEFAULT_GPU_RESOURCE,)
     """A pod requesting (or limited to) a positive amount of one of these is a GPU pod."""
     scheduler_name: str = schedconfig.SCHEDULER_NAME
+    dra_claims: bool = False
+    """A pod with ``spec.resourceClaims`` is a GPU pod too (``--webhook-dra-claims``): the webhook
+    reads no claim template, and the extender passes a pod whose claims hold no GPU through."""
     client_ca: Path | None = None
     """PEM CA bundle: when given, only clients showing a certificate it signed are answered (the
     API server, configured to present one); None: any TLS client, as the API server by default."""

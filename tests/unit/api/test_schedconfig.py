@@ -133,3 +133,9 @@ def test_every_field_name_exists_in_the_kube_scheduler_v1_37_config_types() -> N
     config = rendered(OPTIONS)
     unknown = _keys(config) - tags - {"apiVersion", "kind"}
     assert not unknown, f"not fields of kubescheduler.config.k8s.io/v1: {sorted(unknown)}"
+
+
+def test_with_dra_no_managed_resources_so_every_pod_is_sent() -> None:
+    options = schedconfig.SchedulerConfigOptions(dra=True)
+    extender = yaml.safe_load(schedconfig.render(options))["extenders"][0]
+    assert extender["managedResources"] == []

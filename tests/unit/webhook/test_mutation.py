@@ -3,6 +3,7 @@ name, a bound pod, the operation, and forged objects that must leave the pod alo
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -125,3 +126,13 @@ def test_a_huge_forged_value_is_echoed_only_as_an_excerpt(options: webhook_optio
     assert decision.scheduler_name is None
     assert len(decision.reason) < 100
     assert len(mutation.decide("x" * 100_000, body, options).reason) < 100
+
+
+def test_claim_only_pods_are_gpu_pods_with_dra_claims(options: webhook_options.WebhookOptions) -> None:
+    body = {"spec": {"resourceClaims": [{"name": "g", "resourceClaimTemplateName": "eight-gpus"}],
+                     "containers": [{"name": "c", "resources": {"claims": [{"name": "g"}]}}]}}
+    assert mutation.decide("CREATE", body, options).scheduler_name is None  # off by default
+    with_claims = dataclasses.replace(options, dra_claims=True)
+    assert mutation.decide("CREATE", body, with_claims).scheduler_name == options.scheduler_name
+    forged = {"spec": {"resourceClaims": "all"}}
+    assert mutation.decide("CREATE", forged, with_claims).malformed

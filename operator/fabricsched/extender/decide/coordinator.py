@@ -108,6 +108,11 @@ class Coordinator:
         if not self.ready:
             return FilterAnswer([], error="fabricsched is starting: its reservations are not restored yet")
         pod = nodes.PodUsage.from_manifest(manifest)
+        if not pod.requests and not pod.claims:
+            # No extended resource, no claim: no GPU, whatever the fabric (with DRA fabrics the
+            # scheduler sends every pod). Answered before any lookup: pass-through at once.
+            return FilterAnswer(list(node_names))
+        pod = self.state.counted(pod)
         if self.identity is not None and (unknown := await self.identity.unknown(pod)):
             return FilterAnswer([], failed=verdicts.every(node_names, unknown))  # forged or gone: no decision
         # NodeName is a NewType of str: the names are used as they came, with no per-node copy.
@@ -174,6 +179,8 @@ class Coordinator:
     def prioritize(self, manifest: Mapping[str, Any], node_names: Sequence[str]) -> Scores:
         """The rank's planned node scores 10, every other node 0."""
         pod = nodes.PodUsage.from_manifest(manifest)
+        if not pod.requests and not pod.claims:
+            return Scores(node_names, None)  # no GPU: nothing planned for it
         known = self.identity is None or self.identity.known(pod)
         return Scores(node_names, self._target(pod) if known else None)
 
@@ -188,6 +195,9 @@ class Coordinator:
         topology = known.topology if known is not None else self.state.topology_holding_most(candidates)
         snapshot = self.state.snapshot(topology) if topology is not None else None
         resource = snapshot.spec.gpu_resource if snapshot is not None else gangs.DEFAULT_GPU_RESOURCE
+        if pod.uncounted:  # DRA claims whose GPUs cannot be counted: refused, never 0 GPUs
+            return PodRequest(pod, candidates, key, gangs.Unsized(gangs.SourceKind.POD, pod.uncounted),
+                              known, snapshot, resource, locality.created_at(manifest))
         if pod.gpus(resource) <= 0:
             return None
         # The owner that sizes the gang (a JobSet, a Job whose watch event trails its pods) is

@@ -1,0 +1,66 @@
+"""GPUs through DRA in the cluster state: counting pods' claimed GPUs against every fabric that
+reads GPUs from ResourceSlices (``spec.draGpus``), and keeping those counts current as templates,
+claims, DeviceClasses and ComputeDomains change (docs/dra.md).
+
+``ClusterState`` owns one ``DraGpus``; the kopf handlers of ``controller.dra`` feed its
+``claims`` index. Pure bookkeeping over ``topology.claims``: no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
+
+from fabricsched import gangs
+from fabricsched.api import topology as api
+from fabricsched.controller import fabrics
+from fabricsched.topology import claims, dra
+from fabricsched.topology import nodes as k8s
+
+CONSTRAINTS = (gangs.REQUIRED_TIER_ANNOTATION, gangs.PREFERRED_TIER_ANNOTATION)
+"""The tier-constraint annotations: a ComputeDomain gang that sets neither is held to one NVLink
+domain through the first."""
+
+
+class DraGpus:
+    """The claim index and the pods counted with it."""
+
+    def __init__(self, devices: dra.DeviceIndex) -> None:
+        self.devices = devices
+        self.claims = claims.ClaimIndex()
+        self._counted_at = self.claims.version
+
+    def fabrics_of(self, topologies: Iterable[fabrics.TopologyFabric]) -> list[claims.DraFabric]:
+        """The fabrics reading GPUs through DRA, with their NVLink (clique) tier if they have one."""
+        return [
+            claims.DraFabric(tf.spec.gpu_resource, tf.spec.dra_gpus, next(
+                (t.name for t in tf.spec.tiers if t.node_label == api.NVLINK_CLIQUE_LABEL), None))
+            for tf in topologies if tf.spec.dra_gpus is not None
+        ]
+
+    def count(self, pod: k8s.PodUsage, topologies: Iterable[fabrics.TopologyFabric]) -> k8s.PodUsage:
+        """``pod`` with its claimed GPUs counted (unchanged when it has no claims)."""
+        if not pod.claims and not any(k.startswith(claims.IMPLICIT_PREFIX) for k in pod.requests):
+            return pod
+        fresh = replace(pod, claim_gpus={}, uncounted="")
+        return claims.fold(fresh, self.fabrics_of(topologies), self.claims, CONSTRAINTS)
+
+    def recount(self, pods: Mapping[tuple[str, str], k8s.PodUsage],
+                topologies: Iterable[fabrics.TopologyFabric]) -> dict[tuple[str, str], k8s.PodUsage]:
+        """Pods whose count changed since the claim index last moved (templates, classes,
+        channels, claim specs, or a topology); empty when nothing moved."""
+        if self._counted_at == self.claims.version:
+            return {}
+        self._counted_at = self.claims.version
+        listed = list(topologies)
+        moved = {}
+        for key, pod in pods.items():
+            if pod.claims:
+                again = self.count(pod, listed)
+                if again != pod:
+                    moved[key] = again
+        return moved
+
+    def topology_changed(self) -> None:
+        """A topology's spec changed: counts are made again at the next ``recount``."""
+        self.claims.version += 1
