@@ -36,17 +36,22 @@ class _Choice:
 #    hosts, summed per leaf (state.base: patched from the last decision on this snapshot where
 #    hosts changed, else slots.base). Everything after works on domain sums.
 # 2. One host first: a gang that fits one host uses no fabric at all (singles: rule 3 for a
-#    single pod, best fit for a multi-pod gang). Health does not matter there.
+#    single pod, best fit top down for a multi-pod gang). Health does not matter there.
 # 3. Otherwise climb the levels, lowest first: one leaf, one spine, ..., the whole fabric
 #    (rule 2), stopping at the required tier. At each level the holders are the domains whose
 #    usable slots (slots.Room.full) reach the gang size. Health-aware, "usable" first
 #    means healthy: no degraded host, no degraded uplink below the holder, where every
 #    domain is partially spanned (rule 1). The first level with a holder wins; among its
 #    holders (only those needing the fewest children: slots.fewest, from domain sums):
-#    fewest domains per tier, then lowest comm_slowdown given the traffic, then
-#    best fit (least room left in the holder), then name. Inside a holder pods go to the
-#    largest children whole and the smallest child that takes the rest (slots.pack);
-#    with traffic, a second split favouring quiet uplinks competes on the same key.
+#    fewest domains per tier, then lowest comm_slowdown given the traffic, then best fit
+#    top down (_fit: the room of every domain above the holder, top tier first, then the
+#    room the holder has left), then the fewest whole domains broken (_broken), then name.
+#    Inside a holder pods go to the largest children whole and the smallest child that
+#    takes the rest (slots.pack), down to the tightest hosts; with traffic, a second split
+#    favouring quiet uplinks competes on the same key. A gang cut in slices (N pods inside
+#    one domain of tier T) sees each tier-T domain's room rounded down to whole slices
+#    (slots.sliced), so no plan can split a slice; a preferred slice tier that no plan
+#    keeps is dropped and noted.
 # 4. No healthy plan but health-aware: every holder at every allowed level whose room
 #    without down elements suffices is split healthiest-first, and the plan with the lowest
 #    exact comm_slowdown wins (then level, shape, fit, name). It is placed now and says so.
@@ -160,8 +165,8 @@ def _best(
             continue
         if index.is_leaf(holders[0]):
             # Inside one leaf nothing is partially spanned and every usable host is alike:
-            # only the fit tells holders apart.
-            holder = _tightest(space, holders)
+            # only the fit tells holders apart, top down.
+            holder = min(holders, key=lambda h: (_fit(index, space, h, pods), _broken(space, h, ()), h[1]))
             found = slots.split(index, space, holder, pods, slots.pack, slots.pack, slots.pack)
             return _Choice(level, holder, found) if found is not None else None
         # The shape comes first in the ranking, and packing reaches each holder's fewest
@@ -176,7 +181,7 @@ def _best(
                     continue
                 slowdown = capacity.slowdown_of_counts(fab, shaped.domains, pods, g, traffic, aware, caps)
                 rank = (slots.shape(index, holder, shaped.domains), round(slowdown, 9),
-                        space.full[holder] - pods, holder[1])
+                        _fit(index, space, holder, pods), _broken(space, holder, shaped.domains), holder[1])
                 if best is None or rank < best[0]:
                     best = (rank, holder, first)
         if best is None:
@@ -185,6 +190,19 @@ def _best(
         found = slots.split(index, space, holder, pods, first, slots.pack, slots.pack)
         return _Choice(level, holder, found) if found is not None else None
     return None
+
+
+def _fit(index: tree.Tree, space: slots.Room, holder: DomainKey, pods: int) -> tuple[int, ...]:
+    """Best fit top down: the room of every domain above the holder, top tier first, then what
+    the holder has left; the least wins at the first tier where they differ."""
+    return (*slots.ancestors(index, space.full, holder), space.full[holder] - pods)
+
+
+def _broken(space: slots.Room, holder: DomainKey, below: Collection[DomainKey]) -> int:
+    """Whole domains the plan starts to use (the holder and the domains below it): fewer leaves
+    more room whole."""
+    start = space.start
+    return sum(map(start.whole, (holder, *below)))
 
 
 def _first_splits(
