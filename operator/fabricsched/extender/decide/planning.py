@@ -73,9 +73,10 @@ def resolved(gang: gangs.GangIdentity, fab: fabric.Fabric) -> gangs.GangIdentity
         return gang
     tier = next((t.name for t in fab.tiers if t.node_label == gang.topology_key), None)
     if tier is None:
-        tiers = ", ".join(f"{t.name} ({t.node_label})" for t in fab.tiers) or "none"
-        return request.NoFit(f"PodGroup topology key {gang.topology_key!r} is the node label of no tier "
-                             f"of this fabric; tiers: {tiers}", unresolvable=True)
+        # Short: the scheduler shows a reason of at most 160 bytes (verdicts.MAX_REASON_BYTES).
+        tiers = ", ".join(t.name for t in fab.tiers) or "none"
+        return request.NoFit(f"topology key {gang.topology_key!r} is no tier's nodeLabel (tiers: {tiers})",
+                             unresolvable=True)
     return dataclasses.replace(gang, tier=tier, required=True)
 
 
