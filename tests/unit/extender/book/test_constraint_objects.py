@@ -75,7 +75,8 @@ def test_the_native_key_is_the_required_tier_whose_node_label_it_is(key: str, ti
 def test_a_native_key_of_no_tier_is_refused_naming_the_key_and_the_tiers() -> None:
     found = planning.resolved(gang("topology.kubernetes.io/rack"), FAB)
     assert isinstance(found, request.NoFit) and found.unresolvable
-    assert found.reason == "topology key 'topology.kubernetes.io/rack' is no tier's nodeLabel (tiers: leaf, spine)"
+    assert found.reason == ("topology key 'topology.kubernetes.io/rack' is no tier's nodeLabel "
+                            "(tiers: leaf, spine)")
 
 
 def test_a_tier_named_on_the_pods_is_not_overridden() -> None:
