@@ -229,8 +229,8 @@ PLACEMENT = Resource(
     columns=(
         PrinterColumn("Gang", "string", ".spec.gang"),
         PrinterColumn("Size", "integer", ".spec.size", "Pods in the gang."),
-        PrinterColumn("Tier", "string", ".spec.tier.name", "The gang's tier constraint."),
-        PrinterColumn("Policy", "string", ".spec.tier.policy", priority=1),
+        PrinterColumn("Required", "string", ".spec.tier.required", "The tier the whole gang must be inside."),
+        PrinterColumn("Preferred", "string", ".spec.tier.preferred", priority=1),
         PrinterColumn("Topology", "string", ".spec.topology", priority=1),
         PrinterColumn("Phase", "string", ".status.phase"),
         PrinterColumn("Slowdown", "number", ".status.commSlowdown", "Expected communication slowdown."),

@@ -57,15 +57,54 @@ class PlacementPhase(enum.StrEnum):
 
 
 class PlacementTier(WireModel):
-    """The gang's tier constraint, from its pods' annotations."""
+    """The gang's tier constraints, from its pods' annotations (or its PodGroup's topology key).
 
-    name: str = Field(
-        min_length=1, max_length=63, description="Tier name (spec.tiers[].name of the FabricTopology)."
+    Written as ``required`` and/or ``preferred`` (a required tier and a lower preferred one may
+    be set together; neither: as low as possible). Objects written before held one tier as
+    ``name`` + ``policy``; they are still read (``policy`` says which of the two it was).
+    """
+
+    required: str | None = Field(
+        default=None, min_length=1, max_length=63,
+        description="The whole gang inside one domain of this tier (spec.tiers[].name), or wait.",
     )
+    preferred: str | None = Field(
+        default=None, min_length=1, max_length=63,
+        description="As low as possible, inside one domain of this tier if it can; below required when "
+        "both are set. status.preferredTierHeld says whether the plan kept it.",
+    )
+    name: str | None = Field(
+        default=None, min_length=1, max_length=63,
+        description="Deprecated (the shape before required/preferred; read, not written): the tier.",
+    )
+    policy: TierPolicy | None = Field(
+        default=None, description="Deprecated, with name: whether name is required or preferred.",
+    )
+
+    def constraint(self) -> tuple[str | None, bool, str | None]:
+        """(tier, required, lower preferred tier) from either shape."""
+        if self.name is not None and self.required is None and self.preferred is None:
+            return self.name, self.policy == TierPolicy.REQUIRED, None
+        if self.required is not None:
+            return self.required, True, self.preferred
+        return self.preferred, False, None
+
+
+class PlacementSlices(WireModel):
+    """Consecutive ranks in groups of ``size``, each inside one domain of ``tier``."""
+
+    size: int = Field(ge=1, le=MAX_RANKS, description="Pods per slice (fabricsched.io/slice-size).")
+    tier: str = Field(min_length=1, max_length=63, description="The tier each slice stays inside.")
     policy: TierPolicy = Field(
-        default=TierPolicy.PREFERRED,
-        description="required: the whole gang inside one domain of this tier, or wait; "
-        "preferred: as low as possible, fewest domains.",
+        default=TierPolicy.REQUIRED,
+        description="required: whole slices or wait; preferred: given up (and noted) when no plan "
+        "keeps them.",
+    )
+    domains: list[_Name] = Field(
+        default_factory=list, max_length=MAX_RANKS,
+        description="The domain of the slice tier holding each slice, slice 0 (ranks 0..size-1) first; "
+        "empty while Pending or when preferred slices did not hold.",
+        json_schema_extra=openapi.extensions(list_type="atomic"),
     )
 
 
@@ -110,7 +149,10 @@ class FabricPlacementSpec(WireModel):
     )
     size: int = Field(ge=1, le=MAX_RANKS, description="Pods in the gang, placed all-or-nothing.")
     gpus_per_pod: int = Field(ge=1, description="GPUs each pod requests.")
-    tier: PlacementTier = Field(description="The tier constraint the plan honours.")
+    tier: PlacementTier = Field(description="The tier constraints the plan honours.")
+    slices: PlacementSlices | None = Field(
+        default=None, description="The gang's slices and the domain of each (fabricsched.io/slice-*)."
+    )
     topology: str = Field(
         min_length=1, max_length=253, description="Name of the FabricTopology the plan is made in."
     )
@@ -191,6 +233,14 @@ class FabricPlacementStatus(WireModel):
     degraded_path: bool = Field(
         default=False,
         description="True while the gang's traffic crosses a degraded or down element (unhealthyPath).",
+    )
+    preferred_tier_held: bool | None = Field(
+        default=None, description="Whether the plan is inside one domain of spec.tier.preferred (unset: "
+        "no preferred tier, or no plan yet).",
+    )
+    slices_held: bool | None = Field(
+        default=None, description="Whether every slice is inside one domain of spec.slices.tier (unset: no "
+        "slices, or no plan yet).",
     )
     unhealthy_path: list[PathElement] | None = Field(
         default=None,

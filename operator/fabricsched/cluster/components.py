@@ -29,6 +29,12 @@ FEATURE_GATES: Mapping[str, bool] = {"GenericWorkload": True}
 """On for every component: the native gang API (Workload, PodGroup). ``WorkloadWithJob`` (alpha)
 stays off, so a plain Job gets no PodGroup and keeps being a gang by fabricsched's own rules."""
 
+API_SERVER_GATES: Mapping[str, bool] = {"TopologyAwareWorkloadScheduling": True}
+"""On for the API server only (alpha since 1.36): it keeps a PodGroup's and a Workload template's
+``schedulingConstraints`` (dropped with the gate off), which fabricsched reads as a required tier.
+The kube-schedulers keep it off, so their own topology plugins stay out of the way."""
+FIRST_TOPOLOGY_GATE_MINOR = 36
+
 GANG_API_VERSIONS: Mapping[int, str] = {35: "v1alpha1", 36: "v1alpha2"}
 """Where Workload and PodGroup were served before 1.37 (``v1beta1`` from 1.37 on; 1.36 tested, 1.35
 not tried). Beta and alpha
@@ -46,11 +52,15 @@ def gang_api_version(kube_version: str) -> str | None:
 
 
 def gang_flags(bins: binaries.Binaries, runtime_config: bool = False) -> list[str]:
-    """The feature gate (and, for the API server, the runtime config) of the native gang API."""
+    """The feature gates (and, for the API server, ``runtime_config``: its own gates and the
+    runtime config) of the native gang API; each component gets its own list of gates."""
     version = gang_api_version(bins.kube_version)
     if version is None:
         return []
-    flags = [feature_gates_flag()]
+    gates = dict(FEATURE_GATES)
+    if runtime_config and binaries.kubernetes_minor(bins.kube_version) >= FIRST_TOPOLOGY_GATE_MINOR:
+        gates.update(API_SERVER_GATES)
+    flags = [feature_gates_flag(gates)]
     if runtime_config:
         flags.append(f"--runtime-config=scheduling.k8s.io/{version}=true")
     return flags

@@ -62,6 +62,7 @@ def _gang_wire(gang: report.Gang) -> dict[str, Any]:
         "size": gang.size,
         "gpusPerPod": gang.gpus_per_pod,
         "tier": {"name": gang.tier, "policy": gang.tier_policy},
+        "constraints": list(gang.constraints),
         "phase": gang.phase,
         "why": gang.why,
         "reasons": list(gang.reasons),
@@ -163,6 +164,7 @@ def _gang_text(gang: report.Gang) -> list[str]:
         + (f", expires {gang.expires_at}" if gang.expires_at and gang.phase == "Reserved" else "")
         + (f": {gang.why}" if gang.why else ""),
     ]
+    lines += [f"  constraint: {c}" for c in gang.constraints]
     lines += [f"  - {r}" for r in gang.reasons]
     for c in gang.conditions:
         since = f" since {c.last_transition_time}" if c.last_transition_time else ""

@@ -62,6 +62,8 @@ class Gang:
     gpus_per_pod: int | None
     tier: str
     tier_policy: str
+    constraints: tuple[str, ...]
+    """Every constraint the gang asked for and whether the plan kept it, one line each."""
     phase: str
     why: str
     """One line: why the gang is where it is, or why it waits."""
@@ -173,8 +175,12 @@ def _gang(placement: Mapping[str, Any], objects: Objects) -> Gang:
         topology=topology_name,
         size=bounds.integer(spec, "size"),
         gpus_per_pod=bounds.integer(spec, "gpusPerPod"),
-        tier=bounds.text(tier, "name", 63),
-        tier_policy=bounds.text(tier, "policy", 16) or "preferred",
+        # spec.tier: required/preferred, or (objects written before) name + policy.
+        tier=(bounds.text(tier, "required", 63) or bounds.text(tier, "name", 63)
+              or bounds.text(tier, "preferred", 63)),
+        tier_policy="required" if bounds.text(tier, "required", 63) else (
+            bounds.text(tier, "policy", 16) or "preferred"),
+        constraints=_constraints(spec, status),
         phase=phase,
         why=_why(phase, conditions, reasons),
         reasons=reasons,
@@ -191,6 +197,34 @@ def _gang(placement: Mapping[str, Any], objects: Objects) -> Gang:
         unhealthy_count=count,
         path_source=source,
     )
+
+
+def _constraints(spec: Mapping[str, Any], status: Mapping[str, Any]) -> tuple[str, ...]:
+    """"required tier spine", "preferred tier leaf: not held", "slices of 4 pods in one leaf
+    (required): held in l1, l2": what the gang asked for and what its plan kept."""
+    tier, slices = bounds.mapping(spec, "tier"), bounds.mapping(spec, "slices")
+    lines = []
+    required = bounds.text(tier, "required", 63) or (
+        bounds.text(tier, "name", 63) if bounds.text(tier, "policy", 16) == "required" else "")
+    if required:
+        lines.append(f"required tier {required}")
+    preferred = bounds.text(tier, "preferred", 63)
+    if preferred:
+        held = bounds.flag(status, "preferredTierHeld")
+        lines.append(f"preferred tier {preferred}"
+                     + ("" if held is None else ": held" if held else ": not held"))
+    size = bounds.integer(slices, "size")
+    if size is not None:
+        what = (f"slices of {size} pods in one {bounds.text(slices, 'tier', 63) or '?'} "
+                f"({bounds.text(slices, 'policy', 16) or 'required'})")
+        held = bounds.flag(status, "slicesHeld")
+        domains = [bounds.clean(d, 63) for d in bounds.items(slices, "domains", 64)]
+        if held:
+            what += ": held in " + ", ".join(domains)
+        elif held is not None:
+            what += ": not held"
+        lines.append(what)
+    return tuple(lines)
 
 
 def _tier_labels(topology: Mapping[str, Any] | None) -> dict[str, str]:

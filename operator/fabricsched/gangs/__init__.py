@@ -9,7 +9,8 @@ the extender all use this package, so a pod is keyed the same way everywhere.
 - ``sources``: the ordered pod conventions, each with its key, size, rank and workload object;
 - ``resolution``: ``key_of`` (the one key function), ``membership``, ``identify``, ``workload_of``;
 - ``identity``: the pod conventions every source shares (labels, ranks, tier constraints);
-- ``owners``: the facts an owner gives (JobSet, training job, PodGroup), parsed from manifests;
+- ``owners``: the facts an owner gives (JobSet, training job, PodGroup, Workload), parsed from manifests;
+- ``constraints``: the tiers and slices a gang asks for (annotations, the native topology key);
 - ``keys``: the structured gang key and its one string form.
 """
 
@@ -37,6 +38,7 @@ from fabricsched.gangs.owners import (
     Replica,
     ReplicatedJob,
     TrainingJobFacts,
+    WorkloadFacts,
     facts_of,
 )
 from fabricsched.gangs.resolution import identify, key_of, membership, resolve, source_of, workload_of
@@ -47,6 +49,7 @@ __all__ = [
     "LABEL_PREFIXES", "MAX_GANG_SIZE", "OWNER_KINDS", "PREFERRED_TIER_ANNOTATION", "RANK_ANNOTATION",
     "REQUIRED_TIER_ANNOTATION", "SOURCES", "GangIdentity", "GangRef", "JobSetFacts", "Membership",
     "NotOurs", "OwnerLookup", "PodGroupFacts", "Replica", "ReplicatedJob", "Source", "SourceKind",
-    "TrainingJobFacts", "Unsized", "WorkloadKind", "facts_of", "identify", "job_reference", "key_of",
+    "TrainingJobFacts", "Unsized", "WorkloadFacts", "WorkloadKind", "facts_of", "identify", "job_reference",
+    "key_of",
     "membership", "pod_ended", "rank_of", "resolve", "source_of", "workload_of",
 ]

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from fabricsched import ids, parsing
+from fabricsched.placement import request
 from fabricsched.topology import nodes
 
 GANG_LABEL = "fabricsched.io/gang"
@@ -49,6 +50,13 @@ class GangIdentity:
     """Tier named by the constraint annotation; None means the lowest tier."""
     required: bool
     gpus_per_pod: int
+    preferred_tier: str | None = None
+    """A lower preferred tier beside a required ``tier`` (both annotations set)."""
+    slices: request.Slices | None = None
+    """Consecutive ranks in groups inside one domain of a tier (``fabricsched.io/slice-*``)."""
+    topology_key: str | None = None
+    """The native constraint's node label key (its PodGroup's or Workload template's), read when
+    no annotation names a tier: the extender maps it to the tier with that ``nodeLabel``."""
 
     @property
     def display(self) -> str:
@@ -94,14 +102,14 @@ def index_label(pod: nodes.PodUsage, label: str) -> int | None:
     return None if text is None else parsing.count(text, f"label {label}", MAX_INDEX)
 
 
-def tier_constraint(annotations: Mapping[str, str]) -> tuple[str | None, bool]:
-    """(tier, required) from the constraint annotations; raises ``parsing.Invalid``."""
-    required = _tier(annotations, REQUIRED_TIER_ANNOTATION)
-    preferred = _tier(annotations, PREFERRED_TIER_ANNOTATION)
-    return required or preferred or None, bool(required)
+def tier_constraint_pair(annotations: Mapping[str, str]) -> tuple[str | None, str | None]:
+    """(required, preferred) tier names from the constraint annotations, either None; both may
+    be set (a required tier and a lower preferred one). Raises ``parsing.Invalid``."""
+    return (tier_annotation(annotations, REQUIRED_TIER_ANNOTATION),
+            tier_annotation(annotations, PREFERRED_TIER_ANNOTATION))
 
 
-def _tier(annotations: Mapping[str, str], key: str) -> str | None:
+def tier_annotation(annotations: Mapping[str, str], key: str) -> str | None:
     """A tier constraint's name: at most 63 printable ASCII characters (what ``spec.tiers``
     allows), so a message that names it stays short."""
     text = annotations.get(key)

@@ -55,8 +55,12 @@ KINDS: tuple[WorkloadKind, ...] = (JOB, JOBSET, PYTORCH_JOB, MPI_JOB, LEADER_WOR
 """Every kind; ``explain`` tries those with a pod label in this order for a NAME that is no
 FabricPlacement, the first that exists winning."""
 
-OWNER_KINDS: dict[str, WorkloadKind] = {k.kind: k for k in KINDS if k.sizes_gangs}
-"""The kinds read on demand to size gangs, by kind name."""
+# A native PodGroup's Workload: read for the topology key of the template the PodGroup came
+# from (gangs.constraints); its pods are the PodGroup's, so it is no gang source of its own.
+WORKLOAD = WorkloadKind("Workload", "scheduling.k8s.io", "v1beta1", "workloads", "", sizes_gangs=True)
+
+OWNER_KINDS: dict[str, WorkloadKind] = {k.kind: k for k in (*KINDS, WORKLOAD) if k.sizes_gangs}
+"""The kinds read on demand to size gangs (and the Workload, for its constraints), by kind name."""
 
 TRAINING_KINDS = (PYTORCH_JOB.kind, MPI_JOB.kind)
 """Kubeflow training jobs: their pods carry ``training.kubeflow.org/job-name``."""

@@ -8,6 +8,7 @@ not serve raises ``parsing.Invalid``); reading the manifest is the adapter's
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -63,6 +64,22 @@ class PodGroupFacts:
     uid: str
     gang_min_count: int | None
     """The gang policy's ``minCount``; None for the basic (non-gang) policy."""
+    topology_key: str | None = None
+    """``spec.schedulingConstraints.topology[0].key``: a node label key (KEP-5732)."""
+    workload: tuple[str, str] | None = None
+    """``spec.workloadRef``: (workloadName, templateName) of the template it was made from."""
+    template_topology_key: str | None = None
+    """The key of that Workload template, filled in by the adapter that read the Workload."""
+
+
+@dataclass(frozen=True)
+class WorkloadFacts:
+    """A Workload (``scheduling.k8s.io/v1beta1``): the topology key of each PodGroup template."""
+
+    name: str
+    uid: str
+    template_keys: Mapping[str, str] = field(default_factory=dict)
+    """templateName -> ``schedulingConstraints.topology[0].key``, for templates that set one."""
 
 
 class OwnerLookup(Protocol):
@@ -84,6 +101,8 @@ def facts_of(kind: str, manifest: Mapping[str, Any], gpu_resource: str) -> objec
         return jobset_facts(manifest, gpu_resource)
     if kind == "PodGroup":
         return pod_group_facts(manifest)
+    if kind == "Workload":
+        return workload_facts(manifest)
     return training_job_facts(manifest, gpu_resource)
 
 
@@ -128,17 +147,74 @@ def training_job_facts(manifest: Mapping[str, Any],
 
 def pod_group_facts(manifest: Mapping[str, Any]) -> PodGroupFacts:
     """A PodGroup (``scheduling.k8s.io/v1beta1``): ``spec.schedulingPolicy.gang.minCount``, or
-    None for the basic policy."""
+    None for the basic policy; its topology key and the Workload template it came from."""
     metadata = parsing.mapping(manifest.get("metadata"), "metadata")
-    policy = parsing.mapping(parsing.mapping(manifest.get("spec"), "spec").get("schedulingPolicy"),
-                             "spec.schedulingPolicy")
+    spec = parsing.mapping(manifest.get("spec"), "spec")
+    policy = parsing.mapping(spec.get("schedulingPolicy"), "spec.schedulingPolicy")
     gang = policy.get("gang")
     if gang is None:
         count = None
     else:
         count = _whole(parsing.mapping(gang, "spec.schedulingPolicy.gang").get("minCount"), 0)
+    ref = spec.get("workloadRef")
+    workload = None
+    if ref is not None:
+        ref = parsing.mapping(ref, "spec.workloadRef")
+        workload = (_name(ref.get("workloadName"), "spec.workloadRef.workloadName"),
+                    _name(ref.get("templateName"), "spec.workloadRef.templateName"))
     return PodGroupFacts(parsing.string(metadata.get("name"), "metadata.name"),
-                         parsing.string(metadata.get("uid"), "metadata.uid"), count)
+                         parsing.string(metadata.get("uid"), "metadata.uid"), count,
+                         _topology_key(spec.get("schedulingConstraints"), "spec.schedulingConstraints"),
+                         workload)
+
+
+def workload_facts(manifest: Mapping[str, Any]) -> WorkloadFacts:
+    """A Workload: the topology key of each ``spec.podGroupTemplates[]`` that sets one (the
+    ``compositePodGroupTemplates`` are not read: docs/workloads.md)."""
+    metadata = parsing.mapping(manifest.get("metadata"), "metadata")
+    spec = parsing.mapping(manifest.get("spec"), "spec")
+    keys: dict[str, str] = {}
+    templates = parsing.sequence(spec.get("podGroupTemplates"), "spec.podGroupTemplates")
+    for entry in templates[:MAX_TEMPLATES]:
+        item = parsing.mapping(entry, "spec.podGroupTemplates[]")
+        key = _topology_key(item.get("schedulingConstraints"),
+                            "spec.podGroupTemplates[].schedulingConstraints")
+        if key is not None:
+            keys[_name(item.get("name"), "spec.podGroupTemplates[].name")] = key
+    return WorkloadFacts(parsing.string(metadata.get("name"), "metadata.name"),
+                         parsing.string(metadata.get("uid"), "metadata.uid"), keys)
+
+
+MAX_TEMPLATES = 8
+"""The API server's bound on a Workload's templates."""
+
+
+def _topology_key(constraints: object, what: str) -> str | None:
+    """``topology[0].key`` of a ``schedulingConstraints`` (at most one entry in 1.37)."""
+    topology = parsing.sequence(parsing.mapping(constraints, what).get("topology"), f"{what}.topology")
+    if not topology:
+        return None
+    first = parsing.mapping(topology[0], f"{what}.topology[0]")
+    return _label_key(first.get("key"), f"{what}.topology[0].key")
+
+
+def _label_key(value: object, what: str) -> str:
+    text = parsing.string(value, what)
+    if len(text) > MAX_LABEL_KEY or not _LABEL_KEY.fullmatch(text):
+        raise parsing.Invalid(f"{what}={parsing.excerpt(text)} is not a label key")
+    return text
+
+
+def _name(value: object, what: str) -> str:
+    text = parsing.string(value, what)
+    if not 0 < len(text) <= 253:
+        raise parsing.Invalid(f"{what}={parsing.excerpt(text)} is not an object name")
+    return text
+
+
+MAX_LABEL_KEY = 317
+"""A node label key: an optional DNS prefix (253), ``/`` and a name (63)."""
+_LABEL_KEY = re.compile(r"([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
 
 
 def _whole(value: object, default: int) -> int:

@@ -7,7 +7,7 @@ tracking, admission and restore, the cluster state's records and the fabric page
 from __future__ import annotations
 
 from fabricsched import ids, parsing
-from fabricsched.gangs import identity, owners
+from fabricsched.gangs import constraints, identity, owners
 from fabricsched.gangs.sources import SOURCES, Membership, Resolution, Source, SourceKind, Unsized
 from fabricsched.ports import notices
 from fabricsched.topology import nodes
@@ -67,14 +67,18 @@ def identify(
     found = resolve(pod, lookup, gpu_resource)
     if isinstance(found, Unsized):
         return found
+    ref = found.ref
     try:
-        tier, required = identity.tier_constraint(pod.annotations)
+        group = lookup.pod_group(pod.namespace, pod.pod_group) if found.source is SourceKind.POD_GROUP \
+            and pod.pod_group else None
+        jobset = lookup.jobset(pod.namespace, ref.name) if found.source is SourceKind.JOBSET else None
+        asked = constraints.of_pod(pod.annotations, group, jobset)
     except parsing.Invalid as e:
         return Unsized(found.source, str(e))
-    ref = found.ref
     return identity.GangIdentity(
         key=ref.key, namespace=ref.namespace, name=ref.name, job_name=found.job_name, job_uid=ref.uid,
-        size=found.size, rank=found.rank, tier=tier, required=required, gpus_per_pod=gpus,
+        size=found.size, rank=found.rank, tier=asked.tier, required=asked.required, gpus_per_pod=gpus,
+        preferred_tier=asked.preferred, slices=asked.slices, topology_key=asked.topology_key,
     )
 
 

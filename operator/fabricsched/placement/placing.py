@@ -36,17 +36,22 @@ class _Choice:
 #    hosts, summed per leaf (state.base: patched from the last decision on this snapshot where
 #    hosts changed, else slots.base). Everything after works on domain sums.
 # 2. One host first: a gang that fits one host uses no fabric at all (singles: rule 3 for a
-#    single pod, best fit for a multi-pod gang). Health does not matter there.
+#    single pod, best fit top down for a multi-pod gang). Health does not matter there.
 # 3. Otherwise climb the levels, lowest first: one leaf, one spine, ..., the whole fabric
 #    (rule 2), stopping at the required tier. At each level the holders are the domains whose
 #    usable slots (slots.Room.full) reach the gang size. Health-aware, "usable" first
 #    means healthy: no degraded host, no degraded uplink below the holder, where every
 #    domain is partially spanned (rule 1). The first level with a holder wins; among its
 #    holders (only those needing the fewest children: slots.fewest, from domain sums):
-#    fewest domains per tier, then lowest comm_slowdown given the traffic, then
-#    best fit (least room left in the holder), then name. Inside a holder pods go to the
-#    largest children whole and the smallest child that takes the rest (slots.pack);
-#    with traffic, a second split favouring quiet uplinks competes on the same key.
+#    fewest domains per tier, then lowest comm_slowdown given the traffic, then best fit
+#    top down (_fit: the room of every domain above the holder, top tier first, then the
+#    room the holder has left), then the fewest whole domains broken (_broken), then name.
+#    Inside a holder pods go to the largest children whole and the smallest child that
+#    takes the rest (slots.pack), down to the tightest hosts; with traffic, a second split
+#    favouring quiet uplinks competes on the same key. A gang cut in slices (N pods inside
+#    one domain of tier T) sees each tier-T domain's room rounded down to whole slices
+#    (slots.sliced), so no plan can split a slice; a preferred slice tier that no plan
+#    keeps is dropped and noted.
 # 4. No healthy plan but health-aware: every holder at every allowed level whose room
 #    without down elements suffices is split healthiest-first, and the plan with the lowest
 #    exact comm_slowdown wins (then level, shape, fit, name). It is placed now and says so.
@@ -75,11 +80,68 @@ def place(
     pods, g = gang.pods, gang.gpus_per_pod
     if pods < 1 or g < 1:
         return request.NoFit(f"invalid gang: {reasons.gang(pods, g)}", unresolvable=True)
-    fab, index = snap.fabric, snap.tree
-    if gang.tier is not None and not 0 <= gang.tier < index.levels:
-        return request.NoFit(f"no tier index {gang.tier} in a fabric of {index.levels} tiers",
+    levels = snap.tree.levels
+    asked = (("tier", gang.tier), ("preferred tier", gang.preferred_tier), ("slice tier", gang.slice_tier))
+    for what, tier in asked:
+        if tier is not None and not 0 <= tier < levels:
+            return request.NoFit(f"no {what} index {tier} in a fabric of {levels} tiers", unresolvable=True)
+    if gang.slice_pods < 1 or pods % gang.slice_pods:
+        return request.NoFit(f"a gang of {pods} pods cannot be cut in slices of {gang.slice_pods}",
                              unresolvable=True)
-    top = gang.tier if gang.required and gang.tier is not None else index.levels
+    top = gang.tier if gang.required and gang.tier is not None else levels
+    if not gang.sliced or gang.slice_tier is None or top <= gang.slice_tier:
+        # No slices, or the whole gang inside one domain of the slice tier or below: every
+        # plan keeps them whole.
+        return _slices_named(snap, gang, _place(snap, free, gang, top, traffic, options, candidates, None))
+    cut = (gang.slice_pods, gang.slice_tier)
+    found = _place(snap, free, gang, top, traffic, options, candidates, cut)
+    if isinstance(found, request.Plan):
+        return _slices_named(snap, gang, found)
+    what = reasons.slices(snap.fabric, *cut)
+    if gang.slice_required and not _slices_ever(snap.fabric, pods, gang.gpus_per_pod, top, *cut):
+        return request.NoFit(f"required {what}: no domain could ever hold the gang in whole slices",
+                             unresolvable=True, required_tier=True)
+    loose = _place(snap, free, gang, top, traffic, options, candidates, None)
+    if isinstance(loose, request.NoFit):
+        return loose
+    if not gang.slice_required:
+        why = f"preferred {what}: no plan keeps every slice whole now"
+        return dataclasses.replace(loose, reasons=(*loose.reasons, why))
+    return request.NoFit(f"required {what}: no plan keeps every slice whole now", required_tier=True)
+
+
+def _slices_named(snap: snapshot.Snapshot, gang: request.GangRequest,
+                  found: request.Plan | request.NoFit) -> request.Plan | request.NoFit:
+    """The plan with the domain of every slice, when its slices are whole."""
+    if not isinstance(found, request.Plan) or not gang.sliced or gang.slice_tier is None:
+        return found
+    named = ranks.slice_domains(snap.fabric, found.ranks, gang.slice_pods, gang.slice_tier)
+    return dataclasses.replace(found, slice_domains=named) if named else found
+
+
+def _slices_ever(fab: fabric.Fabric, pods: int, g: int, top: int, size: int, tier: int) -> bool:
+    """Could the empty fabric hold the gang in whole slices inside one domain of ``top``?"""
+    held: dict[str, int] = {}
+    for domain in fab.tier_domains(tier):
+        whole = fab.empty_slots(g, domain.hosts) // size * size
+        above = fab.hosts[domain.hosts[0]].path[top] if top < len(fab.tiers) and domain.hosts else ""
+        held[above] = held.get(above, 0) + whole
+    return max(held.values(), default=0) >= pods
+
+
+def _place(
+    snap: snapshot.Snapshot,
+    free: Mapping[ids.NodeName, int],
+    gang: request.GangRequest,
+    top: int,
+    traffic: capacity.Traffic | None,
+    options: request.PlacementOptions,
+    candidates: Collection[ids.NodeName] | None,
+    cut: tuple[int, int] | None,
+) -> request.Plan | request.NoFit:
+    """``place`` below the checks; ``cut``: slices of so many pods inside one domain of a tier."""
+    pods, g = gang.pods, gang.gpus_per_pod
+    fab, index = snap.fabric, snap.tree
     start = state.base(snap, free, g, candidates)
     aware = options.health_aware
 
@@ -95,6 +157,8 @@ def place(
     def room(mode: Mode) -> slots.Room:
         if mode not in rooms:
             rooms[mode] = slots.room(start, mode, snap.left_out(mode))
+            if cut is not None:
+                rooms[mode] = slots.sliced(index, rooms[mode], *cut)
         return rooms[mode]
 
     unhealthy = fab.unhealthy
@@ -160,8 +224,8 @@ def _best(
             continue
         if index.is_leaf(holders[0]):
             # Inside one leaf nothing is partially spanned and every usable host is alike:
-            # only the fit tells holders apart.
-            holder = _tightest(space, holders)
+            # only the fit tells holders apart, top down.
+            holder = min(holders, key=lambda h: (_fit(index, space, h, pods), _broken(space, h, ()), h[1]))
             found = slots.split(index, space, holder, pods, slots.pack, slots.pack, slots.pack)
             return _Choice(level, holder, found) if found is not None else None
         # The shape comes first in the ranking, and packing reaches each holder's fewest
@@ -176,7 +240,7 @@ def _best(
                     continue
                 slowdown = capacity.slowdown_of_counts(fab, shaped.domains, pods, g, traffic, aware, caps)
                 rank = (slots.shape(index, holder, shaped.domains), round(slowdown, 9),
-                        space.full[holder] - pods, holder[1])
+                        _fit(index, space, holder, pods), _broken(space, holder, shaped.domains), holder[1])
                 if best is None or rank < best[0]:
                     best = (rank, holder, first)
         if best is None:
@@ -185,6 +249,19 @@ def _best(
         found = slots.split(index, space, holder, pods, first, slots.pack, slots.pack)
         return _Choice(level, holder, found) if found is not None else None
     return None
+
+
+def _fit(index: tree.Tree, space: slots.Room, holder: DomainKey, pods: int) -> tuple[int, ...]:
+    """Best fit top down: the room of every domain above the holder, top tier first, then what
+    the holder has left; the least wins at the first tier where they differ."""
+    return (*slots.ancestors(index, space.full, holder), space.full[holder] - pods)
+
+
+def _broken(space: slots.Room, holder: DomainKey, below: Collection[DomainKey]) -> int:
+    """Whole domains the plan starts to use (the holder and the domains below it): fewer leaves
+    more room whole."""
+    start = space.start
+    return sum(map(start.whole, (holder, *below)))
 
 
 def _first_splits(
@@ -261,8 +338,9 @@ def _plan_of(
 ) -> request.Plan:
     fab = snap.fabric
     why = [reasons.shape(fab, snap.tree, choice.holder, choice.split.domains)]
-    if not gang.required and gang.tier is not None and choice.level > gang.tier:
-        name = reasons.tier_name(fab, gang.tier)
+    preferred = gang.preferred
+    if preferred is not None and choice.level > preferred:
+        name = reasons.tier_name(fab, preferred)
         why.append(f"preferred tier {name}: no single {name} holds it now")
     plan = _plan(snap, choice.split.hosts, choice.level, g, traffic, [*why, *notes])
     if plan.degraded_path:

@@ -33,3 +33,17 @@ def domains_used(fab: fabric.Fabric, ranks: Sequence[ids.NodeName]) -> dict[int,
             if domain not in used[tier]:
                 used[tier].append(domain)
     return {t: tuple(names) for t, names in used.items()}
+
+
+def slice_domains(
+    fab: fabric.Fabric, ranks: Sequence[ids.NodeName], size: int, tier: int
+) -> tuple[ids.DomainName, ...]:
+    """The domain of ``tier`` holding each group of ``size`` consecutive ranks, slice 0 first;
+    empty when a slice spans two domains."""
+    named: list[ids.DomainName] = []
+    for lo in range(0, len(ranks), size):
+        inside = {fab.hosts[n].path[tier] for n in ranks[lo:lo + size]}
+        if len(inside) != 1:
+            return ()
+        named.extend(inside)
+    return tuple(named)

@@ -102,3 +102,8 @@ def fallback(fab: fabric.Fabric, ranks: Sequence[ids.NodeName], slowdown: float)
 
 def gang(pods: int, gpus_per_pod: int) -> str:
     return f"{pods} pod{'s' if pods != 1 else ''} of {gpus_per_pod} GPUs"
+
+
+def slices(fab: fabric.Fabric, size: int, tier: int) -> str:
+    """How a gang's slices read in a reason: "slices of 4 pods in one leaf"."""
+    return f"slices of {size} pods in one {tier_name(fab, tier)}"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 
 from fabricsched import ids
 from fabricsched.topology import fabric
@@ -19,6 +19,34 @@ class GangRequest:
     """Constraint tier index; None = preferred lowest tier."""
     required: bool = False
     """True: the whole gang inside one domain of ``tier``, or no plan."""
+    _: KW_ONLY
+    preferred_tier: int | None = None
+    """With a required ``tier``: a lower tier the gang would rather be inside (only noted when
+    it is not: the engine climbs lowest first anyway)."""
+    slice_pods: int = 1
+    """Consecutive ranks in groups of this many, each inside one domain of ``slice_tier``
+    (1: no slices). The gang's size must be a multiple of it."""
+    slice_tier: int | None = None
+    slice_required: bool = True
+    """False: slices that no plan keeps whole now are given up (and noted), not waited for."""
+
+    @property
+    def sliced(self) -> bool:
+        return self.slice_pods > 1 and self.slice_tier is not None
+
+    @property
+    def preferred(self) -> int | None:
+        """The tier the gang would rather be inside: its preferred tier, or the lower one."""
+        return self.preferred_tier if self.required else self.tier
+
+
+@dataclass(frozen=True)
+class Slices:
+    """Slices as a gang's pods ask for them: ``pods`` consecutive ranks inside one ``tier``."""
+
+    pods: int
+    tier: str
+    required: bool = True
 
 
 @dataclass(frozen=True)
@@ -69,6 +97,9 @@ class Plan:
     comm_slowdown: float
     degraded_path: bool
     reasons: tuple[str, ...] = field(default=())
+    slice_domains: tuple[ids.DomainName, ...] = ()
+    """The domain of the slice tier holding each slice, slice 0 first; empty when the gang has
+    no slices or a preferred slice tier did not hold."""
 
 
 @dataclass(frozen=True)
@@ -82,16 +113,29 @@ class NoFit:
 
 
 def gang_on(
-    fab: fabric.Fabric, key: ids.GangKey, pods: int, gpus_per_pod: int, tier: str | None, required: bool
+    fab: fabric.Fabric, key: ids.GangKey, pods: int, gpus_per_pod: int, tier: str | None, required: bool,
+    *, preferred: str | None = None, slices: Slices | None = None,
 ) -> GangRequest | NoFit:
-    """The request for a gang whose constraint tier is named (or None): every caller builds
-    its requests here, so the tier and whether it is required always reach the engine. A tier
-    name the fabric does not have can never be met."""
-    if tier is None:
-        return GangRequest(key, pods, gpus_per_pod, None, required)
-    try:
-        index = fab.tier_index(tier)
-    except KeyError:
-        tiers = ", ".join(t.name for t in fab.tiers)
-        return NoFit(f"tier {tier!r} is not a tier of this fabric ({tiers})", unresolvable=True)
-    return GangRequest(key, pods, gpus_per_pod, index, required)
+    """The request for a gang whose constraint tiers are named (or None): every caller builds
+    its requests here, so the tiers and whether they are required always reach the engine. A
+    tier name the fabric does not have can never be met; nor can slices that do not divide the
+    gang, or a preferred tier above the required one."""
+    indexes: dict[str, int] = {}
+    for name in (tier, preferred, slices.tier if slices else None):
+        if name is None:
+            continue
+        try:
+            indexes[name] = fab.tier_index(name)
+        except KeyError:
+            tiers = ", ".join(t.name for t in fab.tiers)
+            return NoFit(f"tier {name!r} is not a tier of this fabric ({tiers})", unresolvable=True)
+    index = None if tier is None else indexes[tier]
+    lower = None if preferred is None else indexes[preferred]
+    if lower is not None and index is not None and required and lower > index:
+        return NoFit(f"preferred tier {preferred} is above required tier {tier}", unresolvable=True)
+    if slices is None or slices.pods <= 1:
+        return GangRequest(key, pods, gpus_per_pod, index, required, preferred_tier=lower)
+    if slices.pods < 1 or pods % slices.pods:
+        return NoFit(f"a gang of {pods} pods cannot be cut in slices of {slices.pods}", unresolvable=True)
+    return GangRequest(key, pods, gpus_per_pod, index, required, preferred_tier=lower, slice_pods=slices.pods,
+                       slice_tier=indexes[slices.tier], slice_required=slices.required)

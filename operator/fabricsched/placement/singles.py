@@ -1,18 +1,22 @@
 """Gangs that fit one host: they put no traffic on the fabric (NVLink/PCIe inside the host).
 
 Rule 3 for a single pod: prefer a host whose fabric link is degraded or down (the pod loses
-nothing there), then a host in a partly used leaf, then the best fit on the host; healthy
-whole leaves stay whole for gangs. A multi-pod gang that fits one host takes the best fit
-first (rule 2), with the same preferences as tie-breaks. A one-host gang never crosses its
-host's access link, so a down link does not stop it; the health-blind policy cannot tell, so
-it leaves down hosts alone.
+nothing there), then a host in a partly used leaf, then best fit top down; healthy whole
+leaves stay whole for gangs. A multi-pod gang that fits one host takes best fit top down
+(rule 2), a partly used leaf and a degraded link as tie-breaks. Best fit top down is the
+tightest top-tier domain that has a host with room, then the tightest domain inside it, and so
+on to the leaf, then the tightest host: the loose domains above stay whole, not only the
+hosts. A one-host gang never crosses its host's access link, so a down link does not stop it;
+the health-blind policy cannot tell, so it leaves down hosts alone.
 
-Best fit is found without visiting every host: free GPUs per host are small integers, so the
-engine asks, for each value from the need upwards, which leaves hold a host with exactly that
-many free (``in`` on list slices runs in C).
+The tightness of a domain is its slots (pods of this size it could take) on candidate hosts;
+which leaves have a host with room is one C-level ``max`` over each leaf's slice of hosts.
 """
 
 from __future__ import annotations
+
+import operator
+from collections.abc import Set
 
 from fabricsched import ids
 from fabricsched.placement import slots, tree
@@ -38,59 +42,61 @@ def pick(
     if top < need:
         return None
     free_per_leaf = start.free_per_leaf()
-    partly = [leaf for leaf, total in zip(index.leaves, index.leaf_gpus, strict=True)
-              if leaf != index.root and free_per_leaf[leaf] < total]
-    partly_set = set(partly)
-    whole = [leaf for leaf in index.leaves if leaf not in partly_set]
+    partly = {leaf for leaf, total in zip(index.leaves, index.leaf_gpus, strict=True)
+              if leaf != index.root and free_per_leaf[leaf] < total}
+    degraded: Set[ids.NodeName] = set(fab.degraded_hosts) if health_aware else frozenset()
 
-    def hosts_with(value: int, leaf: DomainKey) -> list[ids.NodeName]:
-        lo, hi = index.span[leaf]
-        return [index.order[i] for i in range(lo, hi) if free[i] == value]
-
-    def leaves_with(value: int, leaves: list[DomainKey]) -> list[DomainKey]:
-        spans = index.span
-        return [leaf for leaf in leaves if value in free[spans[leaf][0]:spans[leaf][1]]]
-
-    def degraded_with(value: int) -> list[ids.NodeName]:
-        if not health_aware:
-            return []
-        return [n for n in fab.degraded_hosts if free[index.position[n]] == value]
-
-    if pods == 1:
+    if pods == 1 and degraded:
         # Rule 3: degraded or down links first (they are few), then partly used leaves, then
         # the tightest host, then the fullest leaf.
-        if health_aware:
-            group = [n for n in fab.degraded_hosts if free[index.position[n]] >= need]
-            if group:
-                host = min(group, key=lambda n: (
-                    0 if index.leaf_of[n] in partly_set else 1, free[index.position[n]],
-                    free_per_leaf[index.leaf_of[n]], n))
-                return host, _reason(fab, index, partly_set, host, health_aware)
-        for leaves in (partly, whole):
-            for value in range(need, top + 1):
-                found = leaves_with(value, leaves)
-                if found:
-                    leaf = min(found, key=lambda k: (free_per_leaf[k], k[1]))
-                    host = min(hosts_with(value, leaf))
-                    return host, _reason(fab, index, partly_set, host, health_aware)
-        return None
-    # A multi-pod gang on one host: the tightest host, then a degraded link, then a partly
-    # used leaf, then the name.
-    for value in range(need, top + 1):
-        degraded = degraded_with(value)
-        if degraded:
-            host = min(degraded, key=lambda n: (0 if index.leaf_of[n] in partly_set else 1, n))
-            return host, f"fits one host {host}"
-        for leaves in (partly, whole):
-            found = leaves_with(value, leaves)
-            if found:
-                host = min(n for leaf in found for n in hosts_with(value, leaf))
-                return host, f"fits one host {host}"
+        held = [n for n in degraded if free[index.position[n]] >= need]
+        if held:
+            host = min(held, key=lambda n: (
+                0 if index.leaf_of[n] in partly else 1, free[index.position[n]],
+                free_per_leaf[index.leaf_of[n]], n))
+            return host, _reason(fab, index, partly, host, health_aware)
+    spans = index.span
+    fits = [leaf for leaf in index.leaves if max(free[spans[leaf][0]:spans[leaf][1]], default=0) >= need]
+    if free is start.free:
+        rooms = start.per_domain()
+    else:
+        rooms = slots.up_the_tree(index, start.leaf_sums([n // start.gpus_per_pod for n in free]))
+
+    spoilt = {index.leaf_of[n] for n in degraded if free[index.position[n]] >= need}
+
+    def fit(leaf: DomainKey) -> tuple[tuple[int, ...], int, bool, bool, str]:
+        # Best fit top down: the tightest top-tier domain, ..., the tightest leaf; on a tie the
+        # most room left whole: a partly used leaf, then one with a degraded host that holds it.
+        return (slots.ancestors(index, rooms, leaf), rooms[leaf], leaf not in partly, leaf not in spoilt,
+                leaf[1])
+
+    # A single pod keeps out of whole hosts and whole leaves while partly used ones have room
+    # (rule 3); a multi-pod gang on one host is best fit first (rule 2).
+    if pods == 1:
+        used = list(map(operator.lt, free, index.host_gpus))
+        partly_hosts = [leaf for leaf in fits if leaf in partly and any(
+            f >= need and u for f, u in zip(free[spans[leaf][0]:spans[leaf][1]],
+                                            used[spans[leaf][0]:spans[leaf][1]], strict=True))]
+        groups = [(partly_hosts, True), ([leaf for leaf in fits if leaf in partly], False),
+                  ([leaf for leaf in fits if leaf not in partly], False)]
+    else:
+        groups = [(fits, False)]
+    for group, only_used in groups:
+        if not group:
+            continue
+        leaf = min(group, key=fit)
+        lo, hi = spans[leaf]
+        host = min((index.order[i] for i in range(lo, hi)
+                    if free[i] >= need and (not only_used or free[i] < index.host_gpus[i])),
+                   key=lambda n: (free[index.position[n]], n not in degraded, n))
+        if pods == 1:
+            return host, _reason(fab, index, partly, host, health_aware)
+        return host, f"fits one host {host}"
     return None
 
 
 def _reason(
-    fab: fabric.Fabric, index: tree.Tree, partly: set[DomainKey], host: ids.NodeName, health_aware: bool
+    fab: fabric.Fabric, index: tree.Tree, partly: Set[DomainKey], host: ids.NodeName, health_aware: bool
 ) -> str:
     record = fab.hosts[host]
     if health_aware and record.degraded:

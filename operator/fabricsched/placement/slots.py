@@ -46,6 +46,10 @@ class Derived:
     """The most free GPUs on one candidate host."""
     sums: dict[Mode, Sums] = dataclasses.field(default_factory=dict)
     """Slot sums per mode (``room``)."""
+    per_domain: Mapping[DomainKey, int] | None = None
+    """Slots under every domain, whatever the mode (best fit for gangs on one host)."""
+    free_per_domain: Mapping[DomainKey, int] | None = None
+    """Free GPUs under every domain, candidates or not (is the domain whole?)."""
 
 
 @dataclass(frozen=True)
@@ -84,6 +88,20 @@ class Base:
         if found is None:
             found = self.derived.free_per_leaf = self.leaf_sums(self.free_all)
         return found
+
+    def per_domain(self) -> Mapping[DomainKey, int]:
+        """Slots under every domain and the root, whatever the mode."""
+        found = self.derived.per_domain
+        if found is None:
+            found = self.derived.per_domain = up_the_tree(self.index, self.per_leaf)
+        return found
+
+    def whole(self, key: DomainKey) -> bool:
+        """Nothing under the domain is in use (the root is never whole: it holds everything)."""
+        found = self.derived.free_per_domain
+        if found is None:
+            found = self.derived.free_per_domain = up_the_tree(self.index, self.free_per_leaf())
+        return key != self.index.root and found[key] == self.index.gpus_under[key]
 
     def most_free(self) -> int:
         """The most free GPUs on one candidate host."""
@@ -131,6 +149,41 @@ class Room:
 
     def total(self) -> int:
         return sum(self.start.room) - sum(self.start.slots(n) for n in self.excluded)
+
+
+def up_the_tree(index: tree.Tree, per_leaf: Mapping[DomainKey, int]) -> dict[DomainKey, int]:
+    """Leaf sums summed up every tier to the root."""
+    sums = dict(per_leaf)
+    for keys in index.by_tier[1:]:
+        for key in keys:
+            sums[key] = sum(sums[c] for c in index.children[key])
+    return sums
+
+
+def ancestors(index: tree.Tree, rooms: Mapping[DomainKey, int], key: DomainKey) -> tuple[int, ...]:
+    """``rooms`` of the domains above ``key``, top tier first (the root left out): best fit top
+    down compares these first, so the tightest top-tier domain wins, then the tightest below."""
+    found: list[int] = []
+    up = index.parent.get(key)
+    while up is not None and up != index.root:
+        found.append(rooms[up])
+        up = index.parent.get(up)
+    return tuple(reversed(found))
+
+
+def sliced(index: tree.Tree, space: Room, size: int, tier: int) -> Room:
+    """``space`` for a gang cut in slices of ``size`` pods, each inside one domain of ``tier``:
+    a domain of that tier holds whole slices only, and the tiers above sum what is left."""
+    full, part = dict(space.full), dict(space.part)
+    for key in index.by_tier[tier]:
+        full[key] -= full[key] % size
+        part[key] -= part[key] % size
+    for keys in index.by_tier[tier + 1:]:
+        for key in keys:
+            total = sum(part[c] for c in index.children[key])
+            excluded = space.full[key] > 0 and space.part[key] == 0  # its uplinks are left out
+            full[key], part[key] = total, 0 if excluded else total
+    return Room(space.mode, space.start, space.excluded, full, part)
 
 
 def room(start: Base, mode: Mode, left_out: modes.LeftOut) -> Room:

@@ -49,6 +49,10 @@ class Tree:
     """``(lo, hi)`` of every entry of ``leaves``."""
     leaf_gpus: tuple[int, ...]
     """Total GPUs per entry of ``leaves``."""
+    host_gpus: tuple[int, ...]
+    """Allocatable GPUs of every host in ``order``."""
+    gpus_under: Mapping[DomainKey, int]
+    """Total GPUs under every domain and the root."""
     host_leaf: tuple[int, ...]
     """Index into ``leaves`` of every host in ``order``."""
 
@@ -94,6 +98,9 @@ def build(fab: fabric.Fabric) -> Tree:
         hi=tuple(hi),
         span={leaf: (a, b) for leaf, a, b in zip(leaves, lo, hi, strict=True)},
         leaf_gpus=tuple(sum(fab.hosts[h].gpus for h in hosts_under[leaf]) for leaf in leaves),
+        host_gpus=tuple(fab.hosts[h].gpus for h in order),
+        gpus_under={**{key: domain.gpus for key, domain in fab.domains.items()},
+                    root: sum(host.gpus for host in fab.hosts.values())},
         root=root,
         by_tier=(*(tuple(keys) for keys in by_tier), (root,)),
         children=children,

@@ -163,7 +163,7 @@ def test_names_scope_and_subresources(committed_crds: dict[str, dict[str, Any]])
     ("resource", "columns"),
     [
         (crd.TOPOLOGY, ["Nodes", "GPUs-Free", "GPUs-Total", "Degraded", "Ready", "Age"]),
-        (crd.PLACEMENT, ["Gang", "Size", "Tier", "Phase", "Slowdown", "Degraded", "Age"]),
+        (crd.PLACEMENT, ["Gang", "Size", "Required", "Phase", "Slowdown", "Degraded", "Age"]),
     ],
     ids=["topology prints capacity and health", "placement prints the plan and its phase"],
 )

@@ -24,11 +24,27 @@ def test_the_design_example_round_trips(placement_manifest: dict[str, Any]) -> N
 def test_job_uid_keeps_its_kubernetes_spelling() -> None:
     spec = placement.FabricPlacementSpec(
         gang="g", job_uid="u1", size=1, gpus_per_pod=8,
-        tier=placement.PlacementTier(name="leaf"), topology="ib-east",
+        tier=placement.PlacementTier(required="spine", preferred="leaf"), topology="ib-east",
     )
     wire = spec.to_wire()
     assert wire["jobUID"] == "u1" and "jobUid" not in wire
-    assert wire["gpusPerPod"] == 8 and wire["tier"] == {"name": "leaf", "policy": "preferred"}
+    assert wire["gpusPerPod"] == 8 and wire["tier"] == {"required": "spine", "preferred": "leaf"}
+
+
+@pytest.mark.parametrize(("tier", "constraint"), [
+    pytest.param({"name": "leaf", "policy": "required"}, ("leaf", True, None), id="the old shape, required"),
+    pytest.param({"name": "leaf", "policy": "preferred"}, ("leaf", False, None),
+                 id="the old shape, preferred"),
+    pytest.param({"name": "leaf"}, ("leaf", False, None), id="the old shape without a policy"),
+    pytest.param({"required": "spine", "preferred": "leaf"}, ("spine", True, "leaf"),
+                 id="required and preferred"),
+    pytest.param({"preferred": "leaf"}, ("leaf", False, None), id="preferred alone"),
+    pytest.param({}, (None, False, None), id="no constraint"),
+])
+def test_both_shapes_of_spec_tier_read_as_one_constraint(
+    tier: dict[str, str], constraint: tuple[str | None, bool, str | None],
+) -> None:
+    assert placement.PlacementTier.model_validate(tier).constraint() == constraint
 
 
 def test_status_defaults_describe_a_fresh_reservation() -> None:

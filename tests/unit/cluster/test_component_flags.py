@@ -104,6 +104,17 @@ def test_every_component_runs_the_native_gang_api_and_the_api_server_serves_it(p
     assert _flags(argvs["kube-apiserver"])["runtime-config"] == "scheduling.k8s.io/v1beta1=true"
 
 
+def test_only_the_api_server_keeps_the_native_topology_constraint(pki: certs.Pki) -> None:
+    def gates(argv: list[str]) -> dict[str, str]:
+        return dict(g.split("=") for g in _flags(argv)["feature-gates"].split(","))
+    assert gates(components.apiserver(BINS, LAYOUT, PORTS, pki))["TopologyAwareWorkloadScheduling"] == "true"
+    for argv in (components.controller_manager(BINS, LAYOUT, PORTS, pki),
+                 components.scheduler(BINS, LAYOUT, PORTS, components.DEFAULT_SCHEDULER)):
+        assert "TopologyAwareWorkloadScheduling" not in gates(argv)
+    older = dataclasses.replace(BINS, kube_version="v1.35.3")
+    assert "TopologyAwareWorkloadScheduling" not in gates(components.apiserver(older, LAYOUT, PORTS, pki))
+
+
 def test_apiserver_on_loopback_runs_without_the_endpoint_reconciler(pki: certs.Pki) -> None:
     # Kubernetes 1.37 refuses a loopback advertise address with the endpoint reconciler on.
     flags = _flags(components.apiserver(BINS, LAYOUT, PORTS, pki))

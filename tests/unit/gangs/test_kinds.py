@@ -104,7 +104,7 @@ def test_a_read_only_kind_sizes_no_gang_and_its_pods_carry_the_label_of_the_kind
 def test_every_kind_that_sizes_gangs_and_every_owner_a_source_reads_is_readable_by_the_operator() -> None:
     rules = operator_rules()
     sizing = [k for k in kinds.KINDS if k.sizes_gangs]
-    assert sizing and set(gangs.OWNER_KINDS) == {k.kind for k in sizing}
+    assert sizing and set(gangs.OWNER_KINDS) == {k.kind for k in sizing} | {kinds.WORKLOAD.kind}
     read = set()
     for kind in kinds.KINDS:
         pod = pod_of(kind)
@@ -112,8 +112,8 @@ def test_every_kind_that_sizes_gangs_and_every_owner_a_source_reads_is_readable_
         if owner is not None:
             read.add(owner[0])
     read |= {"Job"}  # a Job's pods key through their owner Job, read by the state's watch
-    for name in sorted({k.kind for k in sizing} | read):
-        kind = kinds.named(name)
+    for name in sorted({k.kind for k in sizing} | read | {kinds.WORKLOAD.kind}):
+        kind = gangs.OWNER_KINDS.get(name) or kinds.named(name)
         assert kind is not None, name
         assert readable(kind, rules), f"{kind.plural}.{kind.group or 'core'} is not readable in {RBAC.name}"
 

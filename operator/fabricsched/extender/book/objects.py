@@ -21,6 +21,7 @@ from fabricsched.api import conditions as api_conditions
 from fabricsched.api import placement as api
 from fabricsched.api import rfc3339
 from fabricsched.extender.book import reservations
+from fabricsched.placement import request
 
 MAX_NAME = 253
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
@@ -55,8 +56,12 @@ def manifest_of(
         size=entry.size,
         gpus_per_pod=entry.gpus_per_pod,
         tier=api.PlacementTier(
-            name=entry.tier or _lowest(entry),
-            policy=api.TierPolicy.REQUIRED if entry.required else api.TierPolicy.PREFERRED,
+            required=entry.tier if entry.required else None,
+            preferred=entry.preferred_tier if entry.required else entry.tier or _lowest(entry),
+        ),
+        slices=None if entry.slices is None else api.PlacementSlices(
+            size=entry.slices.pods, tier=entry.slices.tier, domains=list(entry.slice_domains),
+            policy=api.TierPolicy.REQUIRED if entry.slices.required else api.TierPolicy.PREFERRED,
         ),
         topology=entry.topology,
         domains={tier: list(names) for tier, names in entry.domains.items()},
@@ -73,6 +78,8 @@ def manifest_of(
             _finite(entry.comm_slowdown_at_placement) if entry.comm_slowdown_at_placement else None
         ),
         degraded_path=entry.degraded_path,
+        preferred_tier_held=_preferred_held(entry),
+        slices_held=bool(entry.slice_domains) if entry.slices is not None and entry.domains else None,
         unhealthy_path=list(entry.unhealthy[: api.MAX_UNHEALTHY]),
         unhealthy_path_count=entry.unhealthy_count,
         conditions=list(entry.conditions if conditions is None else conditions),
@@ -108,6 +115,7 @@ def entry_of(manifest: Mapping[str, Any]) -> reservations.Entry:
     namespace = str(obj.metadata.get("namespace") or "default")
     owner = next((r for r in obj.metadata.get("ownerReferences") or () if r.get("kind") == "Job"), None)
     job_name = str(owner["name"]) if owner else None
+    tier, required, preferred = spec.tier.constraint()  # either shape: required/preferred, or name/policy
     ranks: list[ids.NodeName | None] = [None] * spec.size
     for assignment in spec.ranks:
         ranks[assignment.rank] = ids.NodeName(assignment.node)
@@ -121,8 +129,12 @@ def entry_of(manifest: Mapping[str, Any]) -> reservations.Entry:
         gpus_per_pod=spec.gpus_per_pod,
         topology=ids.TopologyName(spec.topology),
         # A default (lowest) preferred tier is written out by name; it reads back the same.
-        tier=spec.tier.name,
-        required=spec.tier.policy == api.TierPolicy.REQUIRED,
+        tier=tier,
+        required=required,
+        preferred_tier=preferred,
+        slices=None if spec.slices is None else request.Slices(
+            spec.slices.size, spec.slices.tier, spec.slices.policy == api.TierPolicy.REQUIRED),
+        slice_domains=tuple(ids.DomainName(n) for n in spec.slices.domains) if spec.slices else (),
         ranks=tuple(ranks),
         # Bound ranks are re-derived from the pods; the status only tells which were bound.
         bound={},
@@ -137,6 +149,13 @@ def entry_of(manifest: Mapping[str, Any]) -> reservations.Entry:
         conditions=tuple(status.conditions or ()),
         reasons=tuple(status.reasons),
     )
+
+
+def _preferred_held(entry: reservations.Entry) -> bool | None:
+    """Whether the plan is inside one domain of the lower preferred tier (None: none, or no plan)."""
+    if not entry.domains or not entry.required or entry.preferred_tier is None:
+        return None
+    return len(entry.domains.get(entry.preferred_tier, ())) <= 1
 
 
 def _finite(slowdown: float) -> float:

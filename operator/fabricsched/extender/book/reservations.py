@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from fabricsched import gangs, ids
 from fabricsched.api.conditions import Condition
 from fabricsched.api.placement import PathElement, PlacementPhase
+from fabricsched.placement import request
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,11 @@ class Entry:
     """Pod UID -> rank, for pods that carry no rank of their own (non-indexed Jobs)."""
     gpu_resource: str = gangs.DEFAULT_GPU_RESOURCE
     """The GPU resource of its fabric (``spec.gpuResource``): its pods' ranks are read with it."""
+    preferred_tier: str | None = None
+    """A lower preferred tier beside a required ``tier``."""
+    slices: request.Slices | None = None
+    slice_domains: tuple[ids.DomainName, ...] = ()
+    """The domain of each slice, slice 0 first; empty when no slices or they did not hold."""
 
     @classmethod
     def of_gang(
@@ -86,6 +92,7 @@ class Entry:
             key=gang.key, namespace=gang.namespace, name=gang.name, job_uid=gang.job_uid,
             job_name=gang.job_name, size=gang.size, gpus_per_pod=gang.gpus_per_pod, topology=topology,
             tier=gang.tier, required=gang.required, ranks=ranks, gpu_resource=gpu_resource,
+            preferred_tier=gang.preferred_tier, slices=gang.slices,
         )
 
     @property

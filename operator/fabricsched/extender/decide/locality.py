@@ -24,6 +24,7 @@ from typing import Any
 
 from fabricsched import gangs, parsing
 from fabricsched.api import rfc3339
+from fabricsched.extender.decide import planning
 from fabricsched.placement import patience, request, session
 from fabricsched.topology import fabric
 
@@ -142,7 +143,7 @@ def decide(
     wait: request.LocalityWait,
 ) -> patience.Decision:
     """The engine's locality decision for ``plan``, the gang's first plan (the simulator's own)."""
-    ask = request.gang_on(fab, gang.key, gang.size, gang.gpus_per_pod, gang.tier, gang.required)
+    ask = planning.gang_request(gang, fab)
     if isinstance(ask, request.NoFit):
         return patience.Start()  # no plan is made for such a gang: nothing to hold
     return placing_session.hold_for(fab, ask, plan, waited_s, wait)

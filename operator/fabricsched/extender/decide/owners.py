@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import dataclasses
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -117,8 +118,13 @@ class OwnerCache:
         """Read the owner ``pod``'s gang source names (``gangs.Source.owner``) when the cache
         lacks it, waiting at most ``fetch_timeout_s``. Never raises."""
         if pod.pod_group:
-            # The PodGroup's policy decides whether it is the pod's source: read it first.
+            # The PodGroup's policy decides whether it is the pod's source: read it first; then
+            # the Workload it came from, whose template may carry the topology key.
             await self._read(("PodGroup", pod.namespace, pod.pod_group), "")
+            with contextlib.suppress(parsing.Invalid):
+                group = self.view().pod_group(pod.namespace, pod.pod_group)
+                if group is not None and group.workload is not None and group.topology_key is None:
+                    await self._read(("Workload", pod.namespace, group.workload[0]), "")
         needed = gangs.source_of(pod, self.view()).owner(pod)
         if needed is None:
             return
@@ -247,4 +253,14 @@ class _View:
 
     def pod_group(self, namespace: str, name: str) -> gangs.PodGroupFacts | None:
         found = self._cache._lookup("PodGroup", namespace, name, self._resource)
-        return found if isinstance(found, gangs.PodGroupFacts) else None
+        if not isinstance(found, gangs.PodGroupFacts):
+            return None
+        if found.workload is None or found.topology_key is not None:
+            return found
+        try:
+            workload = self._cache._lookup("Workload", namespace, found.workload[0], self._resource)
+        except parsing.Invalid:
+            return found  # no Workload (or an unreadable one): the PodGroup's own facts
+        if not isinstance(workload, gangs.WorkloadFacts):
+            return found
+        return dataclasses.replace(found, template_topology_key=workload.template_keys.get(found.workload[1]))

@@ -66,9 +66,27 @@ def traffic(placing_session: session.Session, fab: fabric.Fabric,
     return total
 
 
+def resolved(gang: gangs.GangIdentity, fab: fabric.Fabric) -> gangs.GangIdentity | request.NoFit:
+    """The gang with its native topology key (a PodGroup's) as the required tier whose
+    ``nodeLabel`` it is; a key that names no tier of the fabric is refused, naming the tiers."""
+    if gang.topology_key is None or gang.tier is not None:
+        return gang
+    tier = next((t.name for t in fab.tiers if t.node_label == gang.topology_key), None)
+    if tier is None:
+        # Short: the scheduler shows a reason of at most 160 bytes (verdicts.MAX_REASON_BYTES).
+        tiers = ", ".join(t.name for t in fab.tiers) or "none"
+        return request.NoFit(f"topology key {gang.topology_key!r} is no tier's nodeLabel (tiers: {tiers})",
+                             unresolvable=True)
+    return dataclasses.replace(gang, tier=tier, required=True)
+
+
 def gang_request(gang: gangs.GangIdentity, fab: fabric.Fabric) -> request.GangRequest | request.NoFit:
     """The engine's request for a whole gang."""
-    return request.gang_on(fab, gang.key, gang.size, gang.gpus_per_pod, gang.tier, gang.required)
+    found = resolved(gang, fab)
+    if isinstance(found, request.NoFit):
+        return found
+    return request.gang_on(fab, found.key, found.size, found.gpus_per_pod, found.tier, found.required,
+                           preferred=found.preferred_tier, slices=found.slices)
 
 
 def plan(
@@ -89,9 +107,12 @@ def new_entry(
     gpu_resource: str,
 ) -> reservations.Entry:
     """The book entry of a fresh plan (its expiry is set by ``Book.reserve``)."""
+    found = resolved(gang, fab)
     return dataclasses.replace(
-        reservations.Entry.of_gang(gang, topology, tuple(made.ranks), gpu_resource),
+        reservations.Entry.of_gang(gang if isinstance(found, request.NoFit) else found, topology,
+                                   tuple(made.ranks), gpu_resource),
         domains=_named(fab, made.domains),
+        slice_domains=made.slice_domains,
         comm_slowdown=made.comm_slowdown,
         degraded_path=made.degraded_path,
         reasons=tuple(made.reasons),
@@ -116,7 +137,9 @@ def replan(
     """
     fab = inputs.fabric
     staying = [node for rank, node in entry.placed() if rank not in moving and node in fab.hosts]
-    part = request.gang_on(fab, entry.key, len(moving), entry.gpus_per_pod, entry.tier, entry.required)
+    # Slices are not planned again: the staying ranks hold their slices' domains already.
+    part = request.gang_on(fab, entry.key, len(moving), entry.gpus_per_pod, entry.tier, entry.required,
+                           preferred=entry.preferred_tier)
     if isinstance(part, request.NoFit):
         return part
     free = inputs.free()

@@ -49,7 +49,7 @@ def test_the_manifest_is_a_valid_fabricplacement_owned_by_the_job() -> None:
     assert obj.metadata["ownerReferences"][0]["uid"] == "1f0c"
     assert [(r.rank, r.node) for r in obj.spec.ranks] == [(0, "gpu-017"), (1, "gpu-018")]
     assert obj.status is not None and obj.status.bound_ranks == [0] and obj.status.degraded_path
-    assert obj.spec.tier.policy is api.TierPolicy.REQUIRED
+    assert obj.spec.tier.required == "leaf" and obj.spec.tier.name is None
 
 
 def test_an_entry_read_back_from_its_object_holds_the_same_plan() -> None:
