@@ -63,6 +63,10 @@ class PodGroupFacts:
     uid: str
     gang_min_count: int | None
     """The gang policy's ``minCount``; None for the basic (non-gang) policy."""
+    priority: int | None = None
+    """``spec.priority`` (1.37: set from ``spec.priorityClassName``); None: not set."""
+    preemption_policy: str | None = None
+    """``spec.preemptionPolicy``; None: not set (the pods' policy holds)."""
 
 
 class OwnerLookup(Protocol):
@@ -137,8 +141,13 @@ def pod_group_facts(manifest: Mapping[str, Any]) -> PodGroupFacts:
         count = None
     else:
         count = _whole(parsing.mapping(gang, "spec.schedulingPolicy.gang").get("minCount"), 0)
+    spec = parsing.mapping(manifest.get("spec"), "spec")
+    priority = spec.get("priority")
+    preempting = spec.get("preemptionPolicy")
     return PodGroupFacts(parsing.string(metadata.get("name"), "metadata.name"),
-                         parsing.string(metadata.get("uid"), "metadata.uid"), count)
+                         parsing.string(metadata.get("uid"), "metadata.uid"), count,
+                         None if priority is None else nodes.priority_of(priority, "spec.priority"),
+                         None if preempting is None else nodes.policy_of(preempting, "spec.preemptionPolicy"))
 
 
 def _whole(value: object, default: int) -> int:

@@ -167,7 +167,8 @@ def _fits(
 
 def _in_domain(
     snap: snapshot.Snapshot, free: Mapping[ids.NodeName, int], hosts: Collection[ids.NodeName],
-    local: Sequence[RunningWorkload], gang: request.GangRequest, now_s: float, options: request.PlacementOptions,
+    local: Sequence[RunningWorkload], gang: request.GangRequest, now_s: float,
+    options: request.PlacementOptions,
 ) -> list[RunningWorkload] | None:
     """Steps 2 and 3 of the overview in one domain: the lowest priority level that fits, reprieved."""
     levels = sorted({w.priority for w in local})

@@ -98,7 +98,8 @@ def test_victims_are_minimal_none_could_be_spared(two_spines: fabric.Fabric) -> 
 @pytest.mark.parametrize(("priority", "policy", "why"), [
     pytest.param(100, preemption.PreemptionPolicy.PREEMPT_LOWER_PRIORITY, preemption.Why.NO_LOWER_PRIORITY,
                  id="equal priority evicts nobody"),
-    pytest.param(1000, preemption.PreemptionPolicy.NEVER, preemption.Why.NEVER, id="preemptionPolicy Never waits"),
+    pytest.param(1000, preemption.PreemptionPolicy.NEVER, preemption.Why.NEVER,
+                 id="preemptionPolicy Never waits"),
 ])
 def test_nobody_is_evicted(two_spines: fabric.Fabric, priority: int, policy: preemption.PreemptionPolicy,
                            why: preemption.Why) -> None:
