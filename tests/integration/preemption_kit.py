@@ -107,6 +107,21 @@ class Fabric:
         }
         self.api.call("POST", f"/apis/batch/v1/namespaces/{namespace}/jobs", body)
 
+    def budget(self, namespace: str, job: str, min_available: int) -> None:
+        """A PodDisruptionBudget over the Job's pods, once the disruption controller has read it
+        (``minAvailable``: the controller computes ``maxUnavailable`` only for scalable owners,
+        which a Job is not)."""
+        path = f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets"
+        self.api.call("POST", path, {
+            "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": job},
+            "spec": {"minAvailable": min_available, "selector": {"matchLabels": {"job-name": job}}}})
+
+        def current() -> bool:
+            found = self.api.call("GET", f"{path}/{job}")
+            return bool(found.get("status", {}).get("observedGeneration") == found["metadata"]["generation"])
+
+        wait_for(f"PodDisruptionBudget {job} observed", current)
+
     def pods(self, namespace: str) -> list[dict[str, Any]]:
         items: list[dict[str, Any]] = self.api.call("GET", f"/api/v1/namespaces/{namespace}/pods")["items"]
         return items
@@ -138,7 +153,8 @@ class Fabric:
         ended = 0
         for pod in self.pods(namespace):
             name = pod["metadata"]["name"]
-            if pod["metadata"].get("deletionTimestamp") and pod["status"].get("phase") not in ("Succeeded", "Failed"):
+            ended_already = pod["status"].get("phase") in ("Succeeded", "Failed")
+            if pod["metadata"].get("deletionTimestamp") and not ended_already:
                 self.api.request("PATCH", f"/api/v1/namespaces/{namespace}/pods/{name}/status",
                                  {"status": {"phase": "Failed"}}, rest.MERGE_PATCH)
                 kwok.delete_now(self.api, namespace, name)
@@ -165,7 +181,8 @@ class Fabric:
             if not node or pod["status"].get("phase") in ("Succeeded", "Failed"):
                 continue
             for c in pod["spec"]["containers"]:
-                used[node] = used.get(node, 0) + int((c.get("resources", {}).get("requests") or {}).get(GPU, 0))
+                requests = c.get("resources", {}).get("requests") or {}
+                used[node] = used.get(node, 0) + int(requests.get(GPU, 0))
         return {n: g for n, g in used.items() if g > 8}
 
     def explain(self, namespace: str, job: str) -> dict[str, Any]:
@@ -197,14 +214,15 @@ def preemption_cluster(root: Path) -> Iterator[Fabric]:
     fabric: Fabric | None = None
     try:
         subprocess.run([str(plane.binaries.kubectl), f"--kubeconfig={plane.kubeconfig}", "apply",
-                        "--server-side", "-f", str(REPO / "crds")], check=True, capture_output=True, timeout=60)
+                        "--server-side", "-f", str(REPO / "crds")],
+                       check=True, capture_output=True, timeout=60)
         for crd in ("fabrictopologies", "fabricplacements"):
             wait_for(f"CRD {crd}", lambda crd=crd: api.request(
                 "GET", f"/apis/fabricsched.io/v1alpha1/{crd}")[0] == 200)
         for name, (value, policy) in CLASSES.items():
             api.call("POST", "/apis/scheduling.k8s.io/v1/priorityclasses", {
-                "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": f"pt-{name}"},
-                "value": value, "preemptionPolicy": policy})
+                "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                "metadata": {"name": f"pt-{name}"}, "value": value, "preemptionPolicy": policy})
         manifests = samples.sample_fabric(spines=2, leaves_per_spine=2, hosts_per_leaf=4, gpus=8)
         nodes.create(api, manifests, datetime.datetime.now(datetime.UTC))
         topology = samples.demo_topology(TOPOLOGY)

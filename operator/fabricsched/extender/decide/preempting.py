@@ -44,6 +44,8 @@ logger = logging.getLogger(__name__)
 MAX_REMEMBERED = 10_000
 """Victim gangs whose preemptor is remembered for their next plan (oldest forgotten first)."""
 PREEMPTED = "Preempted"
+SAVE_TIMEOUT_S = 5.0
+"""How long a round waits for its preemptor's FabricPlacement before evicting anything."""
 """The reason on a victim's plan, pods and workload."""
 
 
@@ -299,8 +301,6 @@ class GangPreemption:
                                     reasons=(*fresh.reasons, reason))
         entry = self.book.reserve(fresh, self.clock())
         self.writer.submit(entry)
-        if entry.size > 1:
-            self.writer.save_soon(entry.key, 2.0)
         self.registry.remember(entry.key, self.owners.workload_of(pod, snap.spec.gpu_resource))
         self.board.planned(entry, None)
         return entry
@@ -316,7 +316,9 @@ class GangPreemption:
                                       f"{priority} > {victim.priority}); it plans again")
         reason = (f"reservations of {', '.join(names)} (highest priority {choice.highest_priority}) yielded "
                   f"in {self._domain(snap, choice)}; nothing evicted")
-        self._reserve(pod, gang, snap, choice, priority, None, reason)
+        entry = self._reserve(pod, gang, snap, choice, priority, None, reason)
+        if entry.size > 1:
+            self.writer.save_soon(entry.key, SAVE_TIMEOUT_S)
         self.events.pod_event(pod, "FabricReservationsYielded", f"gang {gang.display}: {reason}", False)
 
     async def _evict(self, pod: nodes.PodUsage, gang: gangs.GangIdentity, snap: views.SnapshotView,
@@ -333,6 +335,10 @@ class GangPreemption:
         reason = (f"preempts {len(victims)} workload{plural} ({choice.gpus_evicted} GPUs, priority <= "
                   f"{choice.highest_priority}) to clear {domain}")
         entry = self._reserve(pod, gang, snap, choice, priority, hold, reason)
+        if not await self.writer.save_whole(entry.key, SAVE_TIMEOUT_S):
+            # Evicting with no durable record would let a restart start a second round.
+            self.follower.release(entry.key, "its FabricPlacement could not be written: nothing evicted")
+            return
         self.events.pod_event(pod, "FabricPreempting", f"gang {gang.display}: {reason}", False)
         record = preempted.PreemptedRecord(gang.display, priority, domain, now)
         evicted = 0
