@@ -166,6 +166,13 @@ class FabricPlacementSpec(WireModel):
         description="Node of every rank, in fabric order: consecutive ranks share a host, then a leaf.",
         json_schema_extra=openapi.extensions(list_type="map", list_map_keys=["rank"]),
     )
+    priority: int | None = Field(
+        default=None,
+        ge=-2_000_000_000,
+        le=2_000_000_000,
+        description="The gang's priority (its pods' spec.priority, or its PodGroup's): what preemption "
+        "ranks it by.",
+    )
 
     @model_validator(mode="after")
     def _ranks_fit(self) -> FabricPlacementSpec:
@@ -200,6 +207,54 @@ class PathElement(WireModel):
     )
     reason: str = Field(default="", max_length=256, description="The sources' reasons, shortened.")
     since: str | None = Field(default=None, max_length=64, description="When it left healthy (RFC 3339).")
+
+
+MAX_VICTIMS = 64
+"""Bound on ``status.preemption.victims`` (the engine evicts the fewest workloads it can)."""
+MAX_VICTIM_PODS = 1024
+"""Bound on one victim's pod UIDs (what the preemptor's hold waits to see gone)."""
+
+
+class PreemptionVictim(WireModel):
+    """A workload evicted to make room for the gang: a whole gang or a single pod."""
+
+    namespace: str = Field(min_length=1, max_length=63, description="The victim's namespace.")
+    name: str = Field(min_length=1, max_length=253, description="The victim gang's name.")
+    priority: int = Field(ge=-2_000_000_000, le=2_000_000_000, description="Its priority.")
+    gpus: int = Field(ge=0, description="GPUs it held on the fabric's hosts.")
+    pods: list[Annotated[str, Field(max_length=128)]] = Field(
+        default_factory=list,
+        max_length=MAX_VICTIM_PODS,
+        description="UIDs of its evicted pods: the hold's expiry clock starts once none is left.",
+        json_schema_extra=openapi.extensions(list_type="atomic"),
+    )
+
+
+class PlacementPreemption(WireModel):
+    """What the gang preempted to get its domain; kept for the life of the placement."""
+
+    victims: list[PreemptionVictim] = Field(
+        default_factory=list,
+        max_length=MAX_VICTIMS,
+        description="The workloads evicted, lowest priority first.",
+        json_schema_extra=openapi.extensions(list_type="atomic"),
+    )
+    domain: str = Field(max_length=200, description="The domain cleared, as tier/name.")
+    time: str = Field(max_length=64, description="When the victims were chosen (RFC 3339).")
+    cleared_at: str | None = Field(
+        default=None,
+        max_length=64,
+        description="When the last victim pod was gone (RFC 3339); until then the hold does not expire.",
+    )
+
+
+class PreemptedBy(WireModel):
+    """Who preempted this gang, and when (kept also after a new plan replaced the old)."""
+
+    preemptor: str = Field(max_length=320, description="The preempting gang, as namespace/name.")
+    priority: int = Field(ge=-2_000_000_000, le=2_000_000_000, description="The preemptor's priority.")
+    domain: str = Field(max_length=200, description="The domain it cleared, as tier/name.")
+    time: str = Field(max_length=64, description="When (RFC 3339).")
 
 
 class FabricPlacementStatus(WireModel):
@@ -263,6 +318,12 @@ class FabricPlacementStatus(WireModel):
         default_factory=list,
         description="Why the plan is what it is, e.g. 'fits 2 leaves under spine s1'.",
         json_schema_extra=openapi.extensions(list_type="atomic"),
+    )
+    preemption: PlacementPreemption | None = Field(
+        default=None, description="The workloads this gang evicted to get its domain (docs/preemption.md)."
+    )
+    preempted_by: PreemptedBy | None = Field(
+        default=None, description="The gang that last preempted this one."
     )
 
 

@@ -19,7 +19,7 @@ from fabricsched.app import options as run_options
 from fabricsched.controller import health_server, kube, logs, runtime
 from fabricsched.dashboard import server as dashboard_server
 from fabricsched.extender import service
-from fabricsched.extender.decide import locality
+from fabricsched.extender.decide import locality, preempting
 from fabricsched.extender.http import tls as server_tls
 from fabricsched.telemetry import access
 from fabricsched.webhook import options as webhook_options
@@ -93,6 +93,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     run.add_argument("--locality-tolerance", type=float, default=_EXTENDER.locality_wait.tolerance,
                      metavar="FRACTION",
                      help="a placement within floor x (1 + FRACTION) starts at once (default: %(default)s)")
+    run.add_argument("--preemption", choices=("lower-priority", "off"), default="lower-priority",
+                     help="lower-priority: a gang that fits nowhere evicts whole lower-priority workloads "
+                          "inside one domain (docs/preemption.md); off: it waits (default: %(default)s)")
+    run.add_argument("--preemption-rate", type=int, default=_EXTENDER.preemption.rounds_per_minute,
+                     metavar="ROUNDS", help="most preemption rounds started per minute "
+                                            "(default: %(default)s)")
+    run.add_argument("--preemption-evict-kueue", action="store_true",
+                     help="let Kueue-managed workloads be preemption victims (default: never; Kueue's "
+                          "quota would leak)")
     run.add_argument("--prometheus-allow-url", action="append", default=[], metavar="PREFIX",
                      help="a Prometheus URL prefix topologies may name in spec.health.prometheus.url "
                           "(http or https; repeat for more); a topology naming another URL is never "
@@ -191,7 +200,11 @@ def _extender_options(args: argparse.Namespace) -> service.ServiceOptions:
     _flagged("--max-reserved-gpus-per-namespace", lambda: service.ServiceOptions(
         max_reserved_gpus_per_namespace=args.max_reserved_gpus_per_namespace))
     tls = _flagged("--extender-tls-cert", lambda: _extender_tls(args))
+    preemption = _flagged("--preemption-rate", lambda: preempting.PreemptionOptions(
+        enabled=args.preemption == "lower-priority", rounds_per_minute=args.preemption_rate,
+        evict_kueue=args.preemption_evict_kueue))
     return service.ServiceOptions(
+        preemption=preemption,
         tls=tls,
         address=args.extender_address,
         max_reserved_gpus_per_namespace=args.max_reserved_gpus_per_namespace,

@@ -66,6 +66,8 @@ def _gang_wire(gang: report.Gang) -> dict[str, Any]:
         "phase": gang.phase,
         "why": gang.why,
         "reasons": list(gang.reasons),
+        "preemptedBy": gang.preempted_by,
+        "preempted": gang.preempted,
         "conditions": [
             {
                 "type": c.type,
@@ -166,6 +168,7 @@ def _gang_text(gang: report.Gang) -> list[str]:
     ]
     lines += [f"  constraint: {c}" for c in gang.constraints]
     lines += [f"  - {r}" for r in gang.reasons]
+    lines += [f"  {note}" for note in (gang.preempted_by, gang.preempted) if note]
     for c in gang.conditions:
         since = f" since {c.last_transition_time}" if c.last_transition_time else ""
         lines.append(

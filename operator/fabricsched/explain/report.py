@@ -83,6 +83,10 @@ class Gang:
     unhealthy_count: int
     path_source: str
     """status (the operator reports the path), topology (derived here), or unknown."""
+    preempted_by: str | None = None
+    """When and by whom the gang was last preempted (``status.preemptedBy``)."""
+    preempted: str | None = None
+    """What the gang preempted to get its domain (``status.preemption``)."""
 
 
 @dataclass(frozen=True)
@@ -196,6 +200,8 @@ def _gang(placement: Mapping[str, Any], objects: Objects) -> Gang:
         unhealthy=tuple(unhealthy),
         unhealthy_count=count,
         path_source=source,
+        preempted_by=_preempted_by(bounds.mapping(status, "preemptedBy")),
+        preempted=_preempted(bounds.mapping(status, "preemption")),
     )
 
 
@@ -297,3 +303,21 @@ def _why(phase: str, conditions: Sequence[ObservedCondition], reasons: Sequence[
     if degraded is not None:
         return bounds.clean(f"{degraded.reason}: {degraded.message}".strip(": "))
     return reasons[0] if reasons else ""
+
+
+def _preempted_by(record: Mapping[str, Any]) -> str | None:
+    if not record:
+        return None
+    return (f"preempted at {bounds.text(record, 'time', 64)} by gang {bounds.text(record, 'preemptor', 320)} "
+            f"(priority {bounds.integer(record, 'priority')}) to clear {bounds.text(record, 'domain', 200)}")
+
+
+def _preempted(record: Mapping[str, Any]) -> str | None:
+    if not record:
+        return None
+    victims = [v for v in bounds.items(record, "victims", 64) if isinstance(v, Mapping)]
+    names = ", ".join(f"{bounds.text(v, 'namespace', 63)}/{bounds.text(v, 'name', 253)} (priority "
+                      f"{bounds.integer(v, 'priority')})" for v in victims[:8])
+    more = f" and {len(victims) - 8} more" if len(victims) > 8 else ""
+    return (f"preempted {len(victims)} workload{'s' if len(victims) != 1 else ''} at "
+            f"{bounds.text(record, 'time', 64)} to clear {bounds.text(record, 'domain', 200)}: {names}{more}")

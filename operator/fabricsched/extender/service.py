@@ -29,10 +29,10 @@ from fabricsched.extender.book import (
     reservations,
     workloads,
 )
-from fabricsched.extender.decide import coordinator, owners, pod_identity
+from fabricsched.extender.decide import coordinator, owners, pod_identity, preempting
 from fabricsched.extender.http import metrics, server
 from fabricsched.extender.http import tls as server_tls
-from fabricsched.extender.kube import feed, fetchers, store, wakeup, writer
+from fabricsched.extender.kube import evictions, feed, fetchers, store, wakeup, writer
 from fabricsched.placement import request, session
 from fabricsched.ports import errors, notices, views
 
@@ -66,6 +66,8 @@ class ServiceOptions:
     tls: server_tls.TLSFiles | None = None
     """HTTPS with client certificates (``--extender-tls-cert/-key``, ``--extender-client-ca``);
     None: plain HTTP."""
+    preemption: preempting.PreemptionOptions = field(default_factory=preempting.PreemptionOptions)
+    """``--preemption``, ``--preemption-rate``, ``--preemption-evict-kueue`` (docs/preemption.md)."""
 
     def __post_init__(self) -> None:
         if self.max_reserved_gpus_per_namespace < 0:
@@ -102,6 +104,7 @@ class Service:
         nudger: wakeup.Nudger | None = None,
         leading: Callable[[], bool] = lambda: True,
         placement_feed: mirror.PlacementFeed | None = None,
+        preemption_calls: preempting.PreemptionCalls | None = None,
     ) -> None:
         self.state = state
         self.options = options
@@ -129,10 +132,19 @@ class Service:
         """Makes the kube-scheduler retry waiting gangs when capacity frees (None: off)."""
         if nudger is not None:
             self.wakeups = wakeup.WakeUps(nudger, lambda: board.waiting > 0)
+        placing = session.Session()
+        self.preempter: preempting.GangPreemption | None = None
+        """Preemption's sweep (None without the API calls it needs, or ``--preemption off``)."""
+        if preemption_calls is not None and options.preemption.enabled:
+            self.preempter = preempting.GangPreemption(
+                state, self.book, self.follower, self.writer, events, owner_cache, board,
+                registry_of_workloads, preemption_calls, placing, clock, options.preemption, leading,
+                on_round=extender_metrics.observe_round if extender_metrics else lambda victims, lost: None,
+            )
         parts = coordinator.Parts(
             state, self.book, self.writer, events, owner_cache, tracker, registry_of_workloads, board,
-            self.follower, session.Session(),
-            pod_identity.PodIdentity(state, pods, clock) if pods is not None else None,
+            self.follower, placing,
+            pod_identity.PodIdentity(state, pods, clock) if pods is not None else None, self.preempter,
         )
         self.coordinator = coordinator.Coordinator(
             parts, clock,
@@ -170,6 +182,9 @@ class Service:
         ]
         if self.wakeups is not None:
             tasks.append(asyncio.create_task(self.wakeups.run(), name="extender-wakeups"))
+        if self.preempter is not None:
+            ready = lambda: self.coordinator.ready  # noqa: E731
+            tasks.append(asyncio.create_task(self.preempter.run(ready), name="extender-preemption"))
         try:
             context = self.options.tls.context() if self.options.tls is not None else None
             await web.TCPSite(runner, host, port, ssl_context=context).start()
@@ -235,6 +250,7 @@ def on_api(
         leading=leading,
         placement_feed=feed.ApiPlacementFeed(
             api_client, placement_store.covers, since=lambda: placement_store.listed_version),
+        preemption_calls=evictions.ApiPreemptionCalls(api_client),
     )
 
 

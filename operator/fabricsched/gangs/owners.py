@@ -70,6 +70,10 @@ class PodGroupFacts:
     """``spec.workloadRef``: (workloadName, templateName) of the template it was made from."""
     template_topology_key: str | None = None
     """The key of that Workload template, filled in by the adapter that read the Workload."""
+    priority: int | None = None
+    """``spec.priority`` (1.37: set from ``spec.priorityClassName``); None: not set."""
+    preemption_policy: str | None = None
+    """``spec.preemptionPolicy``; None: not set (the pods' policy holds)."""
 
 
 @dataclass(frozen=True)
@@ -156,6 +160,8 @@ def pod_group_facts(manifest: Mapping[str, Any]) -> PodGroupFacts:
         count = None
     else:
         count = _whole(parsing.mapping(gang, "spec.schedulingPolicy.gang").get("minCount"), 0)
+    priority = spec.get("priority")
+    preempting = spec.get("preemptionPolicy")
     ref = spec.get("workloadRef")
     workload = None
     if ref is not None:
@@ -165,7 +171,9 @@ def pod_group_facts(manifest: Mapping[str, Any]) -> PodGroupFacts:
     return PodGroupFacts(parsing.string(metadata.get("name"), "metadata.name"),
                          parsing.string(metadata.get("uid"), "metadata.uid"), count,
                          _topology_key(spec.get("schedulingConstraints"), "spec.schedulingConstraints"),
-                         workload)
+                         workload,
+                         priority=None if priority is None else nodes.priority_of(priority, "spec.priority"),
+                         preemption_policy=None if preempting is None else nodes.policy_of(preempting, "spec.preemptionPolicy"))
 
 
 def workload_facts(manifest: Mapping[str, Any]) -> WorkloadFacts:

@@ -11,9 +11,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fabricsched import ids, parsing
+from fabricsched.api import rfc3339
 from fabricsched.topology import quantities
 
 FINISHED_PHASES = frozenset({"Succeeded", "Failed"})
+
+PREEMPT_LOWER_PRIORITY = "PreemptLowerPriority"
+NEVER = "Never"
+PRIORITY_BOUND = 2_000_000_000
+"""``spec.priority`` is an int32; the API's system classes reach 2e9."""
 
 MAX_HOST_GPUS = 4096
 """More GPUs than any real host has (today's largest have 8-16; this leaves room for any
@@ -118,6 +124,13 @@ class PodUsage:
     fabric's ``spec.gpuResource``; apart from ``requests``, which node allocatable holds."""
     uncounted: str = ""
     """Why the pod's claimed GPUs cannot be counted (docs/dra.md); empty when they can."""
+    priority: int = 0
+    """``spec.priority`` (the API server sets it from ``priorityClassName``), bounded as the API
+    bounds it."""
+    preemption_policy: str = PREEMPT_LOWER_PRIORITY
+    """``spec.preemptionPolicy``: ``PreemptLowerPriority`` or ``Never``."""
+    started_at: float | None = None
+    """``status.startTime`` (seconds since the epoch): what its eviction would throw away."""
 
     @classmethod
     def from_manifest(cls, body: Mapping[str, Any]) -> PodUsage:
@@ -153,6 +166,9 @@ class PodUsage:
             ),
             pod_group=_pod_group(spec),
             claims=_claims(spec),
+            priority=priority_of(spec.get("priority"), "spec.priority"),
+            preemption_policy=policy_of(spec.get("preemptionPolicy"), "spec.preemptionPolicy"),
+            started_at=_time(status.get("startTime")),
         )
 
     @property
@@ -227,6 +243,29 @@ def _sum(a: Mapping[str, int], b: Mapping[str, int]) -> dict[str, int]:
 def _max(into: dict[str, int], other: Mapping[str, int]) -> None:
     for k, v in other.items():
         into[k] = max(into.get(k, 0), v)
+
+
+def priority_of(value: object, what: str) -> int:
+    """A priority field (a JSON integer; absent: 0), clamped to the API's range."""
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise parsing.Invalid(f"{what} must be an integer")
+    return max(-PRIORITY_BOUND, min(value, PRIORITY_BOUND))
+
+
+def policy_of(value: object, what: str) -> str:
+    """A preemption policy field; anything but ``Never`` preempts (the API's default)."""
+    return NEVER if parsing.string(value, what) == NEVER else PREEMPT_LOWER_PRIORITY
+
+
+def _time(value: object) -> float | None:
+    if not isinstance(value, str) or len(value) > 64:
+        return None
+    try:
+        return rfc3339.parse(value)
+    except ValueError:
+        return None
 
 
 def _pod_group(spec: Mapping[str, Any]) -> str | None:

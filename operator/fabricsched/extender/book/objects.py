@@ -20,7 +20,7 @@ from fabricsched import ids
 from fabricsched.api import conditions as api_conditions
 from fabricsched.api import placement as api
 from fabricsched.api import rfc3339
-from fabricsched.extender.book import reservations
+from fabricsched.extender.book import preempted, reservations
 from fabricsched.placement import request
 
 MAX_NAME = 253
@@ -66,6 +66,7 @@ def manifest_of(
         topology=entry.topology,
         domains={tier: list(names) for tier, names in entry.domains.items()},
         ranks=[api.RankAssignment(rank=r, node=n) for r, n in enumerate(entry.ranks) if n is not None],
+        priority=entry.priority or None,
     )
     status = api.FabricPlacementStatus(
         phase=entry.phase,
@@ -84,6 +85,8 @@ def manifest_of(
         unhealthy_path_count=entry.unhealthy_count,
         conditions=list(entry.conditions if conditions is None else conditions),
         reasons=list(entry.reasons),
+        preemption=_hold_wire(entry.preemption),
+        preempted_by=_by_wire(entry.preempted_by),
     )
     metadata: dict[str, Any] = {"name": object_name(entry), "namespace": entry.namespace}
     if entry.job_name and entry.job_uid:
@@ -108,6 +111,8 @@ def entry_of(manifest: Mapping[str, Any]) -> reservations.Entry:
             {k: v for k, v in manifest.items() if k in ("apiVersion", "kind", "metadata", "spec", "status")}
         )
         expires_at = rfc3339.parse(obj.status.expires_at) if obj.status and obj.status.expires_at else 0.0
+        hold = _hold_of(obj.status.preemption if obj.status else None)
+        by = _by_of(obj.status.preempted_by if obj.status else None)
     except (pydantic.ValidationError, ValueError) as e:
         name = str((manifest.get("metadata") or {}).get("name"))[:MAX_NAME]
         raise Unreadable(f"FabricPlacement {name}: {_first_line(e)}") from e
@@ -148,6 +153,9 @@ def entry_of(manifest: Mapping[str, Any]) -> reservations.Entry:
         unhealthy_count=status.unhealthy_path_count or 0,
         conditions=tuple(status.conditions or ()),
         reasons=tuple(status.reasons),
+        priority=spec.priority or 0,
+        preemption=hold,
+        preempted_by=by,
     )
 
 
@@ -156,6 +164,45 @@ def _preferred_held(entry: reservations.Entry) -> bool | None:
     if not entry.domains or not entry.required or entry.preferred_tier is None:
         return None
     return len(entry.domains.get(entry.preferred_tier, ())) <= 1
+def _hold_wire(hold: preempted.PreemptionHold | None) -> api.PlacementPreemption | None:
+    if hold is None:
+        return None
+    return api.PlacementPreemption(
+        victims=[api.PreemptionVictim(namespace=v.namespace, name=v.name, priority=v.priority, gpus=v.gpus,
+                                      pods=list(v.pod_uids[: api.MAX_VICTIM_PODS]))
+                 for v in hold.victims[: api.MAX_VICTIMS]],
+        domain=hold.domain,
+        time=rfc3339.format_epoch(hold.at),
+        cleared_at=rfc3339.format_epoch(hold.cleared_at) if hold.cleared_at is not None else None,
+    )
+
+
+def _hold_of(wire: api.PlacementPreemption | None) -> preempted.PreemptionHold | None:
+    """Raises ValueError for a time that does not parse (the caller makes it ``Unreadable``)."""
+    if wire is None:
+        return None
+    victims = tuple(
+        # A victim's key needs its UID part, which the object does not keep: only its pods
+        # (by UID) matter after a restart, and its name for the evidence.
+        preempted.EvictedWorkload(ids.gang_key(v.namespace, v.name, ""), v.namespace, v.name, v.priority,
+                                  v.gpus, tuple(v.pods))
+        for v in wire.victims
+    )
+    cleared = rfc3339.parse(wire.cleared_at) if wire.cleared_at else None
+    return preempted.PreemptionHold(victims, wire.domain, rfc3339.parse(wire.time), cleared)
+
+
+def _by_wire(record: preempted.PreemptedRecord | None) -> api.PreemptedBy | None:
+    if record is None:
+        return None
+    return api.PreemptedBy(preemptor=record.preemptor, priority=record.priority, domain=record.domain,
+                           time=rfc3339.format_epoch(record.at))
+
+
+def _by_of(wire: api.PreemptedBy | None) -> preempted.PreemptedRecord | None:
+    if wire is None:
+        return None
+    return preempted.PreemptedRecord(wire.preemptor, wire.priority, wire.domain, rfc3339.parse(wire.time))
 
 
 def _finite(slowdown: float) -> float:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from fabricsched import gangs, ids
 from fabricsched.api.conditions import Condition
 from fabricsched.api.placement import PathElement, PlacementPhase
+from fabricsched.extender.book import preempted
 from fabricsched.placement import request
 
 
@@ -80,6 +81,12 @@ class Entry:
     slices: request.Slices | None = None
     slice_domains: tuple[ids.DomainName, ...] = ()
     """The domain of each slice, slice 0 first; empty when no slices or they did not hold."""
+    priority: int = 0
+    """The gang's priority: whom it may preempt, and whose reservation yields to it."""
+    preemption: preempted.PreemptionHold | None = None
+    """What it evicted for this plan (docs/preemption.md): its hold outlives the victims."""
+    preempted_by: preempted.PreemptedRecord | None = None
+    """Who last preempted it (kept when a new plan replaces the old)."""
 
     @classmethod
     def of_gang(
@@ -262,6 +269,8 @@ class Book:
         for entry in list(self._entries.values()):
             if entry.phase != PlacementPhase.RESERVED or entry.expires_at > now:
                 continue
+            if entry.preemption is not None and entry.preemption.cleared_at is None:
+                continue  # its victims still terminate: the clock starts when the last is gone
             ranks = tuple(node if rank in entry.bound else None for rank, node in enumerate(entry.ranks))
             reasons = (*entry.reasons, f"unbound ranks released after {self.options.reservation_ttl_s:g} s")
             expired = replace(entry, ranks=ranks, phase=PlacementPhase.EXPIRED, reasons=reasons)

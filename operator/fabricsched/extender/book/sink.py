@@ -34,6 +34,10 @@ class PlanSink(Protocol):
         """Start creating a new plan's object now, without waiting for it."""
         ...
 
+    async def save_whole(self, key: ids.GangKey, timeout_s: float) -> bool:
+        """Write the gang's object, spec and status, now; False if it did not land in time."""
+        ...
+
     def replaces_pending(self, key: ids.GangKey) -> None:
         """The gang has a Pending object: its plan is saved whole, not created."""
         ...

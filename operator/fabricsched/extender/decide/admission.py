@@ -51,6 +51,8 @@ def missing_pods(
         if pod.uid not in seen and not gangs.pod_ended(pod) and key_of(pod) == key:
             if pod.gpus(gpu_resource) != wanted:
                 return Mixed(mixed_reason(pod, wanted, gpu_resource))
+            if (pod.priority, pod.preemption_policy) != (asking.priority, asking.preemption_policy):
+                return Mixed(mixed_priority(pod, asking))
             seen.add(pod.uid)
     return max(0, size - len(seen))
 
@@ -59,6 +61,16 @@ def mixed_reason(pod: nodes.PodUsage, wanted: int, gpu_resource: str) -> str:
     return (
         f"pods of one gang ask for different GPU counts: {pod.namespace}/{parsing.excerpt(pod.name)} "
         f"asks {pod.gpus(gpu_resource)} {gpu_resource}, this pod {wanted}"
+    )
+
+
+def mixed_priority(pod: nodes.PodUsage, asking: nodes.PodUsage) -> str:
+    """Why a gang whose pods differ in priority (or preemption policy) is refused: it could
+    not be ranked against another gang."""
+    return (
+        f"pods of one gang have different priorities: {pod.namespace}/{parsing.excerpt(pod.name)} has "
+        f"priority {pod.priority} ({pod.preemption_policy}), this pod {asking.priority} "
+        f"({asking.preemption_policy})"
     )
 
 

@@ -23,7 +23,16 @@ from typing import Any, cast
 from fabricsched import gangs, ids
 from fabricsched.api.placement import PlacementPhase
 from fabricsched.extender.book import following, path_health, pending, reservations, sink, workloads
-from fabricsched.extender.decide import admission, locality, notices, owners, planning, pod_identity, verdicts
+from fabricsched.extender.decide import (
+    admission,
+    locality,
+    notices,
+    owners,
+    planning,
+    pod_identity,
+    preempting,
+    verdicts,
+)
 from fabricsched.extender.decide.answers import FilterAnswer, Scores
 from fabricsched.extender.decide.asking import PodRequest
 from fabricsched.placement import patience, request, session
@@ -68,6 +77,8 @@ class Parts:
     """The placement session: snapshots, locality floors, running gangs' demands."""
     identity: pod_identity.PodIdentity | None = None
     """Checks that a request's pod exists with its UID (None: every pod is taken as sent)."""
+    preempter: preempting.GangPreemption | None = None
+    """Preemption's sweep (None: off): its holds, and who preempted whom."""
 
 
 class Coordinator:
@@ -90,6 +101,7 @@ class Coordinator:
         self.workloads = parts.workloads
         self.pending = parts.pending
         self.follower = parts.follower
+        self.preempter = parts.preempter
         self.clock = clock
         self.options = options
         self.on_freed = on_freed
@@ -163,6 +175,10 @@ class Coordinator:
             # (or a replacement whose predecessor still terminates). Nothing to plan again.
             return FilterAnswer([], failed=verdicts.every(candidates, verdicts.rank_taken(entry, rank)))
         target = entry.ranks[rank]
+        if entry.preemption is not None and entry.preemption.cleared_at is None and target not in candidates:
+            # The domain it cleared is its own: it waits there for the victims to go, not elsewhere.
+            why = f"gang {entry.display} waits for the workloads it preempted on {target} to terminate"
+            return FilterAnswer([], failed=verdicts.every(candidates, why))
         if target is None or target not in candidates:
             moved = self._replan(entry, snapshot, candidates, pod)
             if isinstance(moved, FilterAnswer):
@@ -231,12 +247,7 @@ class Coordinator:
         keep: Sequence[ids.NodeName] = (),
         gpus_per_pod: int = 0,
     ) -> planning.Inputs:
-        reserved = self.book.reserved_gpus(exclude=exclude)
-        for node in keep:
-            reserved[node] = reserved.get(node, 0) + gpus_per_pod
-        others = [e for e in self.book.entries() if e.key != exclude and e.topology == snapshot.name]
-        traffic = planning.traffic(self._session, snapshot.fabric, others)
-        return planning.Inputs(self._session, snapshot, reserved, traffic)
+        return planning.inputs(self._session, self.book, snapshot, exclude, keep, gpus_per_pod)
 
     def _plan(self, asked: PodRequest, gang: gangs.GangIdentity) -> reservations.Entry | FilterAnswer:
         pod, snapshot, candidates, created = asked.pod, asked.snapshot, asked.candidates, asked.created
@@ -262,7 +273,7 @@ class Coordinator:
             self.pending.no_fit(gang, snapshot.name, fresh)
             return self.notices.no_fit(
                 pod, gang.key, gang.display, gang.tier, gang.required, fresh, candidates)
-        entry = self.book.reserve(fresh, self.clock())
+        entry = self.book.reserve(self.preempter.carry(fresh, pod) if self.preempter else fresh, self.clock())
         if lost:
             self.follower.track(entry)  # its bound ranks, from the pods
             entry = self.book.get(entry.key) or entry
@@ -406,6 +417,8 @@ class Coordinator:
     def housekeeping(self) -> None:
         """Expire idle reservations, release gangs whose pods all ended, forget old clocks."""
         self.follower.housekeeping()
+        if self.preempter is not None:
+            self.preempter.clear()
         self.pending.sweep(self._gangs_with_pods)
         self.workloads.keep({e.key for e in self.book.entries()})
         # Fewer GPUs reserved than at the last tick: plans expired or were released (here, or by
@@ -421,6 +434,9 @@ class Coordinator:
         """Rebuild the book from the stored plans (the FabricPlacement objects, read by the
         composition root) and the bound pods (after a restart); from then on decisions are made."""
         self.path_health.seed()
+        stored = list(stored)
+        if self.preempter is not None:
+            self.preempter.restore(stored)
         self.follower.restore(stored, self.pending.adopt)
         for pod in self.state.pods.values() if len(self.book) else ():
             key = self.owners.key(pod)

@@ -50,6 +50,19 @@ class Inputs:
                                   options, candidates, owner=self.snapshot.name)
 
 
+def inputs(
+    placing_session: session.Session, book: reservations.Book, snapshot: views.SnapshotView,
+    exclude: ids.GangKey, keep: Sequence[ids.NodeName] = (), gpus_per_pod: int = 0,
+) -> Inputs:
+    """What planning gang ``exclude`` sees: every other gang's reservation and traffic (and
+    ``gpus_per_pod`` GPUs on each node of ``keep``: its own ranks that keep their node)."""
+    reserved = book.reserved_gpus(exclude=exclude)
+    for node in keep:
+        reserved[node] = reserved.get(node, 0) + gpus_per_pod
+    others = [e for e in book.entries() if e.key != exclude and e.topology == snapshot.name]
+    return Inputs(placing_session, snapshot, reserved, traffic(placing_session, snapshot.fabric, others))
+
+
 def traffic(placing_session: session.Session, fab: fabric.Fabric,
             entries: Sequence[reservations.Entry]) -> capacity.Traffic:
     """The running traffic model: every placed gang's footprint, bound or reserved.

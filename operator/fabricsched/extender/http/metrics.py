@@ -99,6 +99,16 @@ class ExtenderMetrics:
             buckets=SLOWDOWN_BUCKETS,
             registry=registry,
         )
+        self.preemptions = prometheus_client.Counter(
+            "fabricsched_preemptions",
+            "Workloads (whole gangs or lone pods) evicted to make room for a higher-priority gang.",
+            registry=registry,
+        )
+        self.preempted_gpu_seconds = prometheus_client.Counter(
+            "fabricsched_preempted_gpu_seconds",
+            "Progress the evicted workloads lost: their GPUs x their running time, in GPU-seconds.",
+            registry=registry,
+        )
 
     @staticmethod
     def watch_book(
@@ -107,6 +117,11 @@ class ExtenderMetrics:
     ) -> None:
         """Gauges of the book and the waiting gangs, read at every scrape."""
         registry.register(_BookCollector(state, book, board))
+
+    def observe_round(self, victims: int, progress_lost_gpu_s: float) -> None:
+        """One preemption round: the workloads it evicted and the progress they lost."""
+        self.preemptions.inc(victims)
+        self.preempted_gpu_seconds.inc(max(0.0, progress_lost_gpu_s))
 
     def observe_plan(self, entry: reservations.Entry, waited_s: float) -> None:
         self.wait.observe(max(0.0, waited_s))

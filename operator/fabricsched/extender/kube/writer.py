@@ -136,6 +136,15 @@ class PlacementWriter:
             logger.warning("writing FabricPlacement of %s took longer than %.1f s", key, timeout_s)
             return False
 
+    async def save_whole(self, key: ids.GangKey, timeout_s: float) -> bool:
+        """Write the gang's object now, spec and status, waiting at most ``timeout_s``; False if
+        it did not land (a preemptor's, before it evicts: a restart must find its victims)."""
+        try:
+            written = await asyncio.wait_for(self._write(key), timeout_s)
+        except TimeoutError:
+            return False
+        return written and key not in self._pending
+
     async def _create(self, key: ids.GangKey) -> bool:
         lock = self._locks.setdefault(key, asyncio.Lock())
         async with lock:

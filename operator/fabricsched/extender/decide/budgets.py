@@ -1,0 +1,54 @@
+"""Who may be a victim: PodDisruptionBudgets, Kueue, and the namespace opt-out, as the flags the
+engine's ``RunningWorkload`` carries (docs/preemption.md, "Who can be a victim").
+
+Pure: the budgets come parsed (``extender.kube.evictions`` reads them); no I/O here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from fabricsched.topology import nodes, selectors
+
+KUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+"""A pod Kueue admitted: Kueue owns its lifecycle (never a victim unless the flag says so)."""
+OPT_OUT_LABEL = "fabricsched.io/preemption"
+"""A namespace labelled with this key and the value ``never`` neither preempts nor is preempted."""
+OPT_OUT_VALUE = "never"
+
+
+@dataclass(frozen=True)
+class Budget:
+    """One PodDisruptionBudget, as far as preemption reads it."""
+
+    name: str
+    selector: selectors.Selector | None
+    """None selects no pod (a budget without a selector, as policy/v1 reads it)."""
+    disruptions_allowed: int
+    current: bool
+    """``status.observedGeneration`` equals ``metadata.generation``: the status is about this spec."""
+
+
+def opted_out(labels: Mapping[str, str]) -> bool:
+    return labels.get(OPT_OUT_LABEL) == OPT_OUT_VALUE
+
+
+def kueue_managed(pods: Iterable[nodes.PodUsage]) -> bool:
+    return any(KUEUE_LABEL in p.labels for p in pods)
+
+
+def protected(pods: Sequence[nodes.PodUsage], budgets: Sequence[Budget]) -> bool:
+    """Whether evicting every pod of the workload would break a budget: a budget covering its
+    pods allows fewer disruptions than the pods it covers, or its status is stale; a pod under
+    two budgets is always protected (the Eviction API refuses it)."""
+    covering: dict[str, int] = {}
+    for pod in pods:
+        over = [b for b in budgets if b.selector is not None and b.selector.matches(pod.labels)]
+        if len(over) > 1:
+            return True
+        for budget in over:
+            covering[budget.name] = covering.get(budget.name, 0) + 1
+    by_name = {b.name: b for b in budgets}
+    return any(not by_name[name].current or by_name[name].disruptions_allowed < count
+               for name, count in covering.items())
