@@ -93,15 +93,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     run.add_argument("--locality-tolerance", type=float, default=_EXTENDER.locality_wait.tolerance,
                      metavar="FRACTION",
                      help="a placement within floor x (1 + FRACTION) starts at once (default: %(default)s)")
-    run.add_argument("--preemption", choices=("lower-priority", "off"), default="lower-priority",
-                     help="lower-priority: a gang that fits nowhere evicts whole lower-priority workloads "
-                          "inside one domain (docs/preemption.md); off: it waits (default: %(default)s)")
-    run.add_argument("--preemption-rate", type=int, default=_EXTENDER.preemption.rounds_per_minute,
-                     metavar="ROUNDS", help="most preemption rounds started per minute "
-                                            "(default: %(default)s)")
-    run.add_argument("--preemption-evict-kueue", action="store_true",
-                     help="let Kueue-managed workloads be preemption victims (default: never; Kueue's "
-                          "quota would leak)")
+    _add_preemption_flags(run)
     run.add_argument("--prometheus-allow-url", action="append", default=[], metavar="PREFIX",
                      help="a Prometheus URL prefix topologies may name in spec.health.prometheus.url "
                           "(http or https; repeat for more); a topology naming another URL is never "
@@ -112,6 +104,18 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     run.add_argument("--verbose", action="store_true", help="debug logs, kopf's included")
     _add_webhook_flags(run)
     run.set_defaults(handler=_run)
+
+
+def _add_preemption_flags(run: argparse.ArgumentParser) -> None:
+    run.add_argument("--preemption", choices=("lower-priority", "off"), default="lower-priority",
+                     help="lower-priority: a gang that fits nowhere evicts whole lower-priority workloads "
+                          "inside one domain (docs/preemption.md); off: it waits (default: %(default)s)")
+    run.add_argument("--preemption-rate", type=int, default=_EXTENDER.preemption.rounds_per_minute,
+                     metavar="ROUNDS", help="most preemption rounds started per minute "
+                                            "(default: %(default)s)")
+    run.add_argument("--preemption-evict-kueue", action="store_true",
+                     help="let Kueue-managed workloads be preemption victims (default: never; Kueue's "
+                          "quota would leak)")
 
 
 def _add_webhook_flags(run: argparse.ArgumentParser) -> None:

@@ -160,8 +160,10 @@ def pod_group_facts(manifest: Mapping[str, Any]) -> PodGroupFacts:
         count = None
     else:
         count = _whole(parsing.mapping(gang, "spec.schedulingPolicy.gang").get("minCount"), 0)
-    priority = spec.get("priority")
+    priority = None if spec.get("priority") is None else nodes.priority_of(spec["priority"], "spec.priority")
     preempting = spec.get("preemptionPolicy")
+    if preempting is not None:
+        preempting = nodes.policy_of(preempting, "spec.preemptionPolicy")
     ref = spec.get("workloadRef")
     workload = None
     if ref is not None:
@@ -172,8 +174,7 @@ def pod_group_facts(manifest: Mapping[str, Any]) -> PodGroupFacts:
                          parsing.string(metadata.get("uid"), "metadata.uid"), count,
                          _topology_key(spec.get("schedulingConstraints"), "spec.schedulingConstraints"),
                          workload,
-                         priority=None if priority is None else nodes.priority_of(priority, "spec.priority"),
-                         preemption_policy=None if preempting is None else nodes.policy_of(preempting, "spec.preemptionPolicy"))
+                         priority=priority, preemption_policy=preempting)
 
 
 def workload_facts(manifest: Mapping[str, Any]) -> WorkloadFacts:

@@ -31,6 +31,7 @@ def gang(
         gpus_per_pod=8,
         tier="leaf",
         tier_policy="preferred",
+        constraints=(),
         phase="Bound",
         why="",
         reasons=(),

@@ -5,9 +5,8 @@ Where it sits in the flow: the kube-scheduler sends a pod and the nodes that fit
 pod (``planning`` -> the engine), holds the plan in the book (``reservations``) and writes it
 as a FabricPlacement (``placements``) -> every pod of the gang is steered to its rank's node.
 A gang that opted in to waiting for locality may be held before its plan is reserved
-(``locality``: the engine's own decision, as in the simulator). Cluster changes (pods bound or
-ended, Jobs finished) arrive through the state's subscription and move the book (``following``); a
-housekeeping tick expires idle reservations.
+(``locality``: the engine's own decision, as in the simulator). Cluster changes arrive through
+the state's subscription and move the book (``following``); a tick expires idle reservations.
 
 Every call runs on the event loop thread, as the cluster state requires.
 """
