@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from test_extender import PLACEMENTS, Fabric, fabric_cluster, trainer_spec
+from harness import PLACEMENTS, Fabric, fabric_cluster, trainer_spec
 from waiting import wait_for
 
 from fabricsched.cluster import kwok, samples

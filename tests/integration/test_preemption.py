@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 from preemption_kit import Fabric, preemption_cluster
-from waiting import holds, wait_for
+from waiting import holds_for, wait_for
 
 
 @pytest.fixture(scope="module")
@@ -46,8 +46,8 @@ def test_equal_priority_and_never_wait_and_evict_nobody(fabric: Fabric, ns: str)
     before = fill_with_singles(fabric, ns, priority="high")
     fabric.job(ns, "equal", pods=1, priority="high")
     fabric.job(ns, "polite", pods=1, priority="polite")
-    holds("nothing evicted", lambda: len(survivors(fabric, ns, before)) == 16 and not fabric.overcommitted(),
-          seconds=6)
+    holds_for("nothing evicted",
+                  lambda: len(survivors(fabric, ns, before)) == 16 and not fabric.overcommitted(), seconds=6)
     assert not fabric.events(ns, "Preempted")
     assert all(not p["spec"].get("nodeName") for job in ("equal", "polite") for p in fabric.job_pods(ns, job))
 
@@ -67,8 +67,8 @@ def test_a_high_single_pod_evicts_exactly_one_low_single_pod(fabric: Fabric, ns:
                          lambda: (fabric.placement(ns, "urgent") or {}).get("status", {}).get("preemption"))
     assert [v["name"] for v in placement["victims"]] == gone
     assert placement["domain"] == f"leaf/{fabric.leaf_of[node]}"
-    holds("no second eviction",
-          lambda: len(survivors(fabric, ns, before)) >= 15 and not fabric.overcommitted(), seconds=3)
+    holds_for("no second eviction",
+              lambda: len(survivors(fabric, ns, before)) >= 15 and not fabric.overcommitted(), seconds=3)
 
 
 def test_a_high_leaf_gang_evicts_one_whole_low_gang_never_a_mid_one(fabric: Fabric, ns: str) -> None:
@@ -115,7 +115,7 @@ def test_a_restart_right_after_the_evictions_starts_no_second_round(fabric: Fabr
     fabric.start()
     (node,) = fabric.placed(ns, "urgent", 1)
     assert len(survivors(fabric, ns, before)) == 15
-    holds("no second eviction",
-          lambda: len(survivors(fabric, ns, before)) == 15 and not fabric.overcommitted(), seconds=4)
+    holds_for("no second eviction",
+              lambda: len(survivors(fabric, ns, before)) == 15 and not fabric.overcommitted(), seconds=4)
     placement = fabric.placement(ns, "urgent") or {}
     assert placement["status"]["preemption"]["domain"] == f"leaf/{fabric.leaf_of[node]}"
