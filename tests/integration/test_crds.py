@@ -213,6 +213,10 @@ def test_the_design_placement_example_round_trips_with_its_status(
     crds: list[str], namespace: str, custom_objects: Any, cluster: Cluster
 ) -> None:
     manifest = load("fabricplacement-b.yaml")
+    # The example holds the tier in its first shape (name + policy), still read; today's shape
+    # is written, and only it has columns (Required; Preferred with -o wide).
+    assert placement.FabricPlacement.model_validate(manifest).spec.tier.constraint() == ("leaf", False, None)
+    manifest["spec"]["tier"] = {"required": "leaf"}
     body = {k: v for k, v in manifest.items() if k != "status"}
     body["metadata"] = {"name": "b", "namespace": namespace}
     custom_objects.create_namespaced_custom_object(GROUP, VERSION, namespace, placement.PLURAL, body)
@@ -223,13 +227,6 @@ def test_the_design_placement_example_round_trips_with_its_status(
     expected = placement.FabricPlacement.model_validate(manifest)
     assert placement.FabricPlacementSpec.model_validate(got["spec"]) == expected.spec
     assert placement.FabricPlacementStatus.model_validate(got["status"]) == expected.status
-    # The example holds the tier in its first shape (name + policy), still read but shown in
-    # no column; written in today's shape, the preferred tier has its column.
-    assert expected.spec.tier.constraint() == ("leaf", False, None)
-    custom_objects.patch_namespaced_custom_object(
-        GROUP, VERSION, namespace, placement.PLURAL, "b",
-        {"spec": {"tier": {"preferred": "leaf", "name": None, "policy": None}}},
-    )
     row = kubectl_out(cluster, "get", "fp", "b", "-n", namespace, "--no-headers").split()
     assert row[:7] == ["b", "b", "12", "leaf", "Reserved", "1.07", "false"]
 
