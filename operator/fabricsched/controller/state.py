@@ -31,12 +31,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from fabricsched import ids
 from fabricsched.api import topology as api
-from fabricsched.controller import dra_gpus, fabrics, optin, pod_records, snapshots
+from fabricsched.controller import dra_gpus, fabrics, job_index, optin, pod_records, snapshots
 from fabricsched.ports import changes
 from fabricsched.ports import jobs as job_types
 from fabricsched.telemetry import poller
@@ -48,8 +48,7 @@ logger = logging.getLogger(__name__)
 PodKey = tuple[str, str]
 """(namespace, name) of a pod."""
 
-JobKey = tuple[str, str]
-"""(namespace, name) of a Job."""
+JobKey = job_index.JobKey
 
 
 @dataclass(frozen=True)
@@ -80,9 +79,7 @@ class ClusterState:
         self._pods_by_namespace: dict[str, dict[PodKey, k8s.PodUsage]] = {}
         """The same pods per namespace: a gang's pods share one, so finding them costs a pass
         over that namespace, not over 50,000 pods."""
-        self._jobs: dict[JobKey, job_types.JobInfo] = {}
-        self._job_uids: dict[tuple[str, str], JobKey] = {}
-        """(namespace, uid) -> the Job holding that UID (pods name their Job by owner UID)."""
+        self._jobs = job_index.JobIndex()
         self._used: dict[ids.NodeName, dict[str, int]] = {}
         self._claims: dict[ids.NodeName, tuple[str, ...]] = {}
         """Topologies selecting each node (only nodes selected by at least one)."""
@@ -155,7 +152,7 @@ class ClusterState:
 
     @property
     def jobs(self) -> Mapping[JobKey, job_types.JobInfo]:
-        return self._jobs
+        return self._jobs.jobs
 
     @property
     def topologies(self) -> Mapping[ids.TopologyName, fabrics.TopologyFabric]:
@@ -327,45 +324,16 @@ class ClusterState:
     # --- jobs ---------------------------------------------------------------------------
 
     def apply_job(self, body: Mapping[str, Any]) -> None:
-        job = job_types.JobInfo.from_manifest(body)
-        key = (job.namespace, job.name)
-        old = self._jobs.get(key)
-        if old == job:
-            return
-        self._jobs[key] = job
-        if old is not None and old.uid != job.uid:
-            self._unindex_job(old)
-        self._job_uids.setdefault((job.namespace, job.uid), key)
-        if old is not None and old.uid != job.uid:
-            self._emit(changes.JobDeleted(replace(old, deleted=True)))
-            old = None
-        if job.finished and (old is None or not old.finished):
-            self._emit(changes.JobFinished(job))
-        if job.deleted and (old is None or not old.deleted):
-            self._emit(changes.JobDeleted(job))
+        for change in self._jobs.apply(body):
+            self._emit(change)
 
     def delete_job(self, namespace: str, name: str) -> None:
-        old = self._jobs.pop((namespace, name), None)
-        if old is not None:
-            self._unindex_job(old)
-        if old is not None and not old.deleted:
-            self._emit(changes.JobDeleted(replace(old, deleted=True)))
+        for change in self._jobs.delete(namespace, name):
+            self._emit(change)
 
     def job_by_uid(self, namespace: str, uid: str) -> job_types.JobInfo | None:
         """The Job with that UID in ``namespace`` (pods name their Job by owner UID)."""
-        key = self._job_uids.get((namespace, uid))
-        return self._jobs.get(key) if key is not None else None
-
-    def _unindex_job(self, old: job_types.JobInfo) -> None:
-        index = (old.namespace, old.uid)
-        if self._job_uids.get(index) != (old.namespace, old.name):
-            return
-        del self._job_uids[index]
-        # Another Job of the namespace with the same UID (only ever an empty one) takes over.
-        for key, job in self._jobs.items():
-            if job.uid == old.uid and job.namespace == old.namespace:
-                self._job_uids[index] = key
-                break
+        return self._jobs.by_uid(namespace, uid)
 
     # --- topologies ---------------------------------------------------------------------
 
@@ -405,20 +373,7 @@ class ClusterState:
             tf.respec(spec, generation)
         self.generation += 1
         self.dra.topology_changed()
-        # Claims of every node may change: this topology's selector is new, and its nodes may
-        # now be contested by (or freed from) another topology.
-        for node_name, info in self._nodes.items():
-            before = self._claims.get(node_name, ())
-            claimants = tuple(sorted(t for t, f in self._fabrics.items() if f.selects(info)))
-            if claimants == before and tname not in claimants:
-                continue
-            if claimants:
-                self._claims[node_name] = claimants
-            else:
-                self._claims.pop(node_name, None)
-            for topology in sorted(set(before) | set(claimants)):
-                other = self._fabrics[ids.TopologyName(topology)]
-                self._emit_health(other.name, other.place(info, node_name, claimants, now))
+        self._recontest(tname, now)
         if self._synced:
             self._emit_health(tname, tf.feed_all_nodes(self._nodes.values(), now) + tf.feed_links(now))
         self._emit(changes.TopologyChanged(tname))
@@ -435,20 +390,24 @@ class ClusterState:
         self._snapshots.pop(tname, None)
         self._free.pop(tname, None)
         self.generation += 1
-        now = self._clock()
-        # Nodes it contested may now belong to the remaining claimant alone.
-        for node_name, claimants in list(self._claims.items()):
-            if tname not in claimants:
-                continue
-            rest = tuple(t for t in claimants if t != tname)
-            if rest:
-                self._claims[node_name] = rest
-            else:
-                del self._claims[node_name]
-            for topology in rest:
-                other = self._fabrics[ids.TopologyName(topology)]
-                self._emit_health(other.name, other.place(self._nodes.get(node_name), node_name, rest, now))
+        self._recontest(tname, self._clock())
         self._emit(changes.TopologyChanged(tname, deleted=True))
+
+    def _recontest(self, tname: ids.TopologyName, now: float) -> None:
+        """Topology ``tname`` was added, changed or dropped: the topologies selecting each node may
+        change (its nodes contested by, or freed from, another), and its own nodes are placed anew."""
+        for node_name, info in self._nodes.items():
+            before = self._claims.get(node_name, ())
+            claimants = tuple(sorted(t for t, f in self._fabrics.items() if f.selects(info)))
+            if claimants == before and tname not in claimants:
+                continue
+            if claimants:
+                self._claims[node_name] = claimants
+            else:
+                self._claims.pop(node_name, None)
+            for topology in sorted((set(before) | set(claimants)) & self._fabrics.keys()):
+                other = self._fabrics[ids.TopologyName(topology)]
+                self._emit_health(other.name, other.place(info, node_name, claimants, now))
 
     # --- telemetry (fabricsched.telemetry feeds these) -----------------------------------
 
