@@ -135,7 +135,9 @@ def test_the_page_shows_the_demo_fabric_with_the_degraded_leaf_and_host_in_their
 def test_selecting_a_job_highlights_its_hosts_and_a_host_degraded_under_it_turns_degraded_live(
     fabric: Fabric, browser: Any, ns: str
 ) -> None:
-    fabric.job(ns, "six", pods=6)
+    fabric.job(ns, "six", pods=6, annotations={
+        "fabricsched.io/required-tier": "spine", "fabricsched.io/preferred-tier": "leaf",
+        "fabricsched.io/slice-size": "2", "fabricsched.io/slice-required-tier": "leaf"})
     placed = fabric.placed(ns, "six", 6)
     open_page(browser, fabric)
     row = f'#gangs tr[data-key^="{ns}/six@"]'
@@ -146,6 +148,9 @@ def test_selecting_a_job_highlights_its_hosts_and_a_host_degraded_under_it_turns
 
     browser.find_element(By.CSS_SELECTOR, row).click()
     assert set(hosts(browser, ".selected")) == {f"node:{n}" for n in placed}
+    said = browser.execute_script("return document.getElementById('gang-constraints').textContent")
+    assert "required tier: spine" in said and "preferred tier: leaf (not held)" in said
+    assert "slices of 2 pods in one leaf (required): slice 0 in l0" in said and "slice 2 in l0" in said
     screenshot(browser, "dashboard-gang.png")
 
     host = placed[0]

@@ -14,7 +14,7 @@ from fabricsched import gangs
 from fabricsched.controller import state as cluster_state
 from fabricsched.dashboard import view
 from fabricsched.extender import service
-from fabricsched.extender.book import objects
+from fabricsched.extender.book import objects, preempted
 
 
 class ProcessSource:
@@ -54,6 +54,10 @@ class ProcessSource:
                 hosts=tuple(node for _, node in e.placed()), slowdown=e.comm_slowdown,
                 slowdown_at_placement=e.comm_slowdown_at_placement or e.comm_slowdown,
                 degraded_path=e.degraded_path, placement=objects.object_name(e),
+                preferred_tier=e.preferred_tier, priority=e.priority,
+                slices=None if e.slices is None else view.SliceFacts(
+                    e.slices.pods, e.slices.tier, e.slices.required, tuple(e.slice_domains)),
+                preemption=_preemption(e.preemption), preempted_by=_preempted_by(e.preempted_by),
             )
             for e in self.extender.book.entries()
             if e.active
@@ -79,6 +83,19 @@ class ProcessSource:
                 key, ref.namespace, ref.name, None, reason, message, board.since.get(key)
             ))
         return found
+
+
+def _preemption(hold: preempted.PreemptionHold | None) -> view.PreemptionFacts | None:
+    if hold is None:
+        return None
+    victims = tuple(view.VictimFacts(v.namespace, v.name, v.priority, v.gpus) for v in hold.victims)
+    return view.PreemptionFacts(victims, hold.domain, hold.at, hold.cleared_at)
+
+
+def _preempted_by(record: preempted.PreemptedRecord | None) -> view.PreemptedByFacts | None:
+    if record is None:
+        return None
+    return view.PreemptedByFacts(record.preemptor, record.priority, record.domain, record.at)
 
 
 def source(state: cluster_state.ClusterState, extender: service.Service) -> view.PageSource:

@@ -23,6 +23,8 @@ Rows = fragments.Rows
 MAX_TEXT = 256
 """Longest reason or message copied into the document."""
 MAX_NAME = 253
+MAX_LISTED = 64
+"""Most victims, and most slice domains, listed per gang; the rest are counted."""
 
 
 @dataclass(frozen=True)
@@ -294,7 +296,56 @@ def _gang(g: view.GangFacts, fab: fabric.Fabric) -> dict[str, Any]:
         "slowdown": round(g.slowdown, 4),
         "slowdownAtPlacement": round(g.slowdown_at_placement, 4),
         "degradedPath": g.degraded_path,
+        "priority": g.priority,
+        "constraints": _constraints(g, fab),
+        "preemption": _preemption(g.preemption),
+        "preemptedBy": None if g.preempted_by is None else {
+            "gang": _short(g.preempted_by.preemptor, MAX_NAME * 2 + 1),
+            "priority": g.preempted_by.priority,
+            "domain": _short(g.preempted_by.domain, MAX_NAME * 2 + 1),
+            "at": g.preempted_by.at,
+        },
     }
+
+
+def _constraints(g: view.GangFacts, fab: fabric.Fabric) -> dict[str, Any]:
+    """The tiers the gang asked for, whether its preferred one held, and its slices' domains."""
+    required = g.tier if g.required else None
+    preferred = g.preferred_tier if g.required else g.tier
+    held = None
+    if preferred is not None and g.hosts and any(t.name == preferred for t in fab.tiers):
+        tier = fab.tier_index(preferred)
+        held = len({fab.hosts[h].path[tier] for h in g.hosts if h in fab.hosts}) <= 1
+    s = g.slices
+    return {
+        "required": _maybe(required),
+        "preferred": _maybe(preferred),
+        "preferredHeld": held,
+        "slices": None if s is None else {
+            "size": s.pods,
+            "tier": _short(s.tier, MAX_NAME),
+            "required": s.required,
+            "domains": [_short(d, MAX_NAME) for d in s.domains[:MAX_LISTED]],
+            "domainsMore": max(0, len(s.domains) - MAX_LISTED),
+        },
+    }
+
+
+def _preemption(p: view.PreemptionFacts | None) -> dict[str, Any] | None:
+    if p is None:
+        return None
+    return {
+        "domain": _short(p.domain, MAX_NAME * 2 + 1),
+        "at": p.at,
+        "clearedAt": p.cleared_at,
+        "victims": [{"namespace": _short(v.namespace, MAX_NAME), "name": _short(v.name, MAX_NAME),
+                     "priority": v.priority, "gpus": v.gpus} for v in p.victims[:MAX_LISTED]],
+        "victimsMore": max(0, len(p.victims) - MAX_LISTED),
+    }
+
+
+def _maybe(text: str | None) -> str | None:
+    return None if text is None else _short(text, MAX_NAME)
 
 
 def _pending(p: view.PendingFacts) -> dict[str, Any]:

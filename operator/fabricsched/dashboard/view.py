@@ -30,6 +30,50 @@ class FabricFacts:
 
 
 @dataclass(frozen=True)
+class SliceFacts:
+    """A gang's slices: ``pods`` consecutive ranks inside one domain of ``tier``."""
+
+    pods: int
+    tier: str
+    required: bool
+    domains: tuple[str, ...] = ()
+    """The domain of each slice, slice 0 first; empty when no plan keeps them (or no plan yet)."""
+
+
+@dataclass(frozen=True)
+class VictimFacts:
+    """One workload a gang evicted: a whole gang, or a single pod."""
+
+    namespace: str
+    name: str
+    priority: int
+    gpus: int
+
+
+@dataclass(frozen=True)
+class PreemptionFacts:
+    """What a gang evicted for its plan (docs/preemption.md), kept for the life of the plan."""
+
+    victims: tuple[VictimFacts, ...]
+    domain: str
+    """``tier/name`` of the domain cleared (``fabric``: the whole fabric)."""
+    at: float
+    cleared_at: float | None = None
+    """When the last victim pod was gone; None while one still terminates."""
+
+
+@dataclass(frozen=True)
+class PreemptedByFacts:
+    """Who last preempted a gang (its next plan keeps it)."""
+
+    preemptor: str
+    """``namespace/name`` of the preempting gang."""
+    priority: int
+    domain: str
+    at: float
+
+
+@dataclass(frozen=True)
 class GangFacts:
     """One gang with a plan (Reserved, Bound or Expired)."""
 
@@ -49,6 +93,12 @@ class GangFacts:
     degraded_path: bool
     placement: str = ""
     """The gang's FabricPlacement's name (its diagnosis reads it); "" when unknown."""
+    preferred_tier: str | None = None
+    """A lower preferred tier beside a required ``tier``."""
+    slices: SliceFacts | None = None
+    priority: int = 0
+    preemption: PreemptionFacts | None = None
+    preempted_by: PreemptedByFacts | None = None
 
 
 @dataclass(frozen=True)

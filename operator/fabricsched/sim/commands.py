@@ -42,7 +42,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     sim.add_argument("--nodes", required=True, type=Path, help="NodeList YAML (kubectl get nodes -o yaml)")
     sim.add_argument("--topology", required=True, type=Path, help="FabricTopology YAML")
     sim.add_argument("--jobs", required=True, type=Path,
-                     help="CSV: name,submit_s,pods,gpus_per_pod,duration_s,required_tier[,priority]")
+                     help="CSV: name,submit_s,pods,gpus_per_pod,duration_s,required_tier, then any of "
+                     "priority, preferred_tier, slice (N@tier | N~tier)")
     sim.add_argument("--events", type=Path, help="CSV: time_s,target_kind,target,state,capacity")
     sim.add_argument("--policy", choices=policies.POLICY_NAMES, default="fabric")
     sim.add_argument("--seed", type=int, default=0, help="seed of the default and random policies' choices")
@@ -82,7 +83,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     gen.add_argument("--jobs", type=int, required=True, help="number of jobs")
     gen.add_argument("--load", type=float, default=0.8, help="offered load: GPU-seconds asked per GPU-second")
     gen.add_argument("--seed", type=int, default=0)
-    gen.add_argument("--mix", default=traces.DEFAULT_MIX, help="PODSxGPUS[@TIER]:WEIGHT,... (by job count)")
+    gen.add_argument("--mix", default=traces.DEFAULT_MIX,
+                     help="PODSxGPUS[@TIER][~TIER][/N@TIER|/N~TIER]:WEIGHT,... "
+                     "(by job count; @ required, ~ preferred, /N slices)")
     gen.add_argument("--priority-mix", metavar="PRIORITY:WEIGHT,...",
                      help="add a priority column drawn from this mix (by job count), "
                      "e.g. 0:70,100:25,1000:5")

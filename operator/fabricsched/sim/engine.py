@@ -41,6 +41,8 @@ from fabricsched.topology import fabric, health
 
 _END, _HEALTH, _SUBMIT, _WAIT_OVER = 0, 1, 2, 3
 
+_Constraint = tuple[str | None, str | None, request.Slices | None]
+
 Progress = Callable[[int, int], None]
 """Called with (jobs finished or started so far, jobs in all) as the run advances."""
 
@@ -221,13 +223,13 @@ class Simulation:
 
     def _pass(self, now: float, tried: list[int]) -> set[int]:
         started: set[int] = set()
-        failed: dict[tuple[int, str | None], int] = {}
-        unpreempted: dict[tuple[int, str | None, int], int] = {}
+        failed: dict[tuple[int, _Constraint], int] = {}
+        unpreempted: dict[tuple[int, _Constraint, int], int] = {}
         if self.preempter is not None:  # the kube-scheduler's queue: highest priority first
             tried = sorted(tried, key=lambda i: (-self.scn.jobs[i].rank, i))
         for i in tried:
             job = self.scn.jobs[i]
-            shape = (job.gpus_per_pod, job.required_tier)
+            shape = (job.gpus_per_pod, job.constraint)
             ranks: policies.Placed = None
             if self.free.slots[job.gpus_per_pod] >= job.pods and failed.get(shape, math.inf) > job.pods:
                 waited = self.session.clocks.waited(_key(i), job.submit_s, now)  # counted from submission
@@ -284,7 +286,8 @@ class Simulation:
             floor=self.session.floor(self.scn.structure, job.pods, job.gpus_per_pod),
             fits_one_leaf=self._fits_one_leaf(job), avoidable_degraded=avoidable,
             down_use=capacity.uses_down(snap, ranks),
-            waited_for_locality_s=0.0 if held is None else now - held)
+            waited_for_locality_s=0.0 if held is None else now - held,
+            slice_domains=_slice_domains(snap, ranks, job.slices))
         if math.isfinite(end):
             heapq.heappush(self.heap, (end, _END, i, i))
 
@@ -354,6 +357,21 @@ class Simulation:
 
 def _spanned(snap: fabric.Fabric, ranks: tuple[ids.NodeName, ...]) -> dict[int, int]:
     return {t: len({snap.hosts[h].path[t] for h in ranks}) for t in range(len(snap.tiers))}
+
+
+def _slice_domains(
+    snap: fabric.Fabric, ranks: tuple[ids.NodeName, ...], slices: request.Slices | None
+) -> tuple[str | None, ...]:
+    """The domain of the slice tier holding each slice, slice 0 first; None for a slice split
+    over several (a preferred slice the plan gave up, or a policy blind to slices)."""
+    if slices is None:
+        return ()
+    tier = snap.tier_index(slices.tier)
+    found: list[str | None] = []
+    for first in range(0, len(ranks), slices.pods):
+        names = {snap.hosts[h].path[tier] for h in ranks[first:first + slices.pods]}
+        found.append(str(next(iter(names))) if len(names) == 1 else None)
+    return tuple(found)
 
 
 def _key(job: int) -> ids.GangKey:

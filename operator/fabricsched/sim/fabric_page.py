@@ -67,10 +67,15 @@ def snapshot(scn: scenario.Scenario, run: results.Run, name: str,
                 held[node] += job.gpus_per_pod
             gangs.append(view.GangFacts(
                 key=ids.gang_key("sim", job.name), namespace="sim", name=job.name, topology=topology,
-                phase="Running", size=job.pods, gpus_per_pod=job.gpus_per_pod, tier=job.required_tier,
-                required=job.required_tier is not None, hosts=o.placement,
-                slowdown=o.comm_slowdown or 1.0, slowdown_at_placement=o.comm_slowdown or 1.0,
-                degraded_path=o.degraded_path,
+                phase="Running", size=job.pods, gpus_per_pod=job.gpus_per_pod,
+                tier=job.required_tier or job.preferred_tier, required=job.required_tier is not None,
+                hosts=o.placement, slowdown=o.comm_slowdown or 1.0,
+                slowdown_at_placement=o.comm_slowdown or 1.0,
+                degraded_path=o.degraded_path, priority=job.rank,
+                preferred_tier=job.preferred_tier if job.required_tier is not None else None,
+                slices=None if job.slices is None else view.SliceFacts(
+                    job.slices.pods, job.slices.tier, job.slices.required,
+                    tuple(d or "(split)" for d in o.slice_domains)),
             ))
         elif job.submit_s <= at and (o.start_s is None or o.start_s > at):
             why = "NeverStarted" if o.start_s is None else "Waiting"

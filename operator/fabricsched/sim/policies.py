@@ -51,10 +51,14 @@ class Policy(Protocol):
 
 
 def gang_request(snapshot: fabric.Fabric, job: records.Job) -> request.GangRequest | request.NoFit:
-    """The engine's view of a trace row; the tier name was checked against the fabric on load."""
-    tier = job.required_tier or None
+    """The engine's view of a trace row, built as the extender builds a gang's from its pods'
+    annotations (``gangs.constraints``): the required tier, else the preferred one, and a
+    preferred tier below a required one; the tier names were checked against the fabric on load."""
+    required = job.required_tier is not None
+    tier = job.required_tier or job.preferred_tier
     key = ids.GangKey(job.name)
-    return request.gang_on(snapshot, key, job.pods, job.gpus_per_pod, tier, tier is not None)
+    return request.gang_on(snapshot, key, job.pods, job.gpus_per_pod, tier, required,
+                           preferred=job.preferred_tier if required else None, slices=job.slices)
 
 
 class EnginePolicy:

@@ -15,11 +15,22 @@ from pathlib import Path
 from typing import Literal
 
 from fabricsched.api import topology as api
+from fabricsched.placement import request
 from fabricsched.sim import errors
 
 JOB_COLUMNS = ("name", "submit_s", "pods", "gpus_per_pod", "duration_s", "required_tier")
 PRIORITY_COLUMN = "priority"
-"""Optional last column of the job trace: the job's priority (an integer, empty = 0)."""
+"""Optional column of the job trace: the job's priority (an integer, empty = 0)."""
+PREFERRED_COLUMN = "preferred_tier"
+"""Optional column: a tier the gang would rather be inside (below ``required_tier`` when both)."""
+SLICE_COLUMN = "slice"
+"""Optional column: ``N@tier`` (slices of N consecutive ranks, each required inside one domain
+of the tier) or ``N~tier`` (preferred); empty = no slices. The pod annotations
+``fabricsched.io/slice-size`` and ``slice-required-tier`` / ``slice-preferred-tier``."""
+OPTIONAL_JOB_COLUMNS = (PRIORITY_COLUMN, PREFERRED_COLUMN, SLICE_COLUMN)
+"""After the six columns, any of these, each at most once, in any order."""
+MAX_TIER_NAME = 63
+"""A tier name is a label-like word; longer cells are refused."""
 MIN_PRIORITY, MAX_PRIORITY = -2_147_483_648, 1_000_000_000
 """The range of a PriorityClass's value (above it: the system classes)."""
 EVENT_COLUMNS = ("time_s", "target_kind", "target", "state", "capacity")
@@ -41,6 +52,16 @@ class Job:
     """Line in the trace file, so later checks against the fabric can point at the row."""
     priority: int | None = None
     """None when the trace has no priority column (every job then counts as 0)."""
+    preferred_tier: str | None = None
+    """A tier the gang would rather be inside: with ``required_tier`` a lower one, alone the
+    preferred tier in place of the lowest."""
+    slices: request.Slices | None = None
+    """Slices of consecutive ranks, as the extender reads them from the pods' annotations."""
+
+    @property
+    def constraint(self) -> tuple[str | None, str | None, request.Slices | None]:
+        """Everything that decides whether a job of this shape can fit (the engine's memo key)."""
+        return (self.required_tier, self.preferred_tier, self.slices)
 
     @property
     def rank(self) -> int:
@@ -72,11 +93,12 @@ class HealthEvent:
 
 def _rows(
     path: Path, columns: tuple[str, ...], optional: tuple[str, ...] = ()
-) -> Iterator[tuple[int, list[str]]]:
-    """Data rows with their line numbers; blank lines and ``#`` comment lines are skipped.
+) -> Iterator[tuple[int, dict[str, str]]]:
+    """Data rows (cells by column name) with their line numbers; blank lines and ``#`` comment
+    lines are skipped.
 
-    The header is ``columns``, or ``columns`` and then ``optional``: every row has as many
-    cells as the header."""
+    The header is ``columns``, then any of ``optional``, each at most once, in any order:
+    every row has as many cells as the header."""
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as e:
@@ -87,8 +109,9 @@ def _rows(
         raise errors.SimInputError(path, 0, f"empty file; expected the header {','.join(columns)}")
     header_line, header = lines[0]
     found = tuple(cell.strip() for cell in next(csv.reader([header])))
-    if found not in (columns, columns + optional):
-        also = f" (then {','.join(optional)!r})" if optional else ""
+    extra = found[len(columns):]
+    if found[:len(columns)] != columns or len(set(extra)) != len(extra) or not set(extra) <= set(optional):
+        also = f" (then any of {','.join(optional)!r})" if optional else ""
         raise errors.SimInputError(
             path, header_line, f"bad header {','.join(found)!r}; expected {','.join(columns)!r}{also}")
     for n, line in lines[1:]:
@@ -96,7 +119,7 @@ def _rows(
         if len(cells) != len(found):
             raise errors.SimInputError(
                 path, n, f"{len(cells)} columns, expected {len(found)} ({','.join(found)})")
-        yield n, cells
+        yield n, dict(zip(found, cells, strict=True))
 
 
 def _number(path: Path, line: int, column: str, cell: str, *, integer: bool = False) -> float:
@@ -115,8 +138,8 @@ def read_jobs(path: str | Path) -> list[Job]:
     path = Path(path)
     jobs: list[Job] = []
     seen: dict[str, int] = {}
-    for n, cells in _rows(path, JOB_COLUMNS, (PRIORITY_COLUMN,)):
-        name, submit, pods, gpus, duration, tier = cells[:6]
+    for n, cells in _rows(path, JOB_COLUMNS, OPTIONAL_JOB_COLUMNS):
+        name, submit, pods, gpus, duration, tier = (cells[c] for c in JOB_COLUMNS)
         if not name:
             raise errors.SimInputError(path, n, "name is empty")
         if name in seen:
@@ -128,9 +151,11 @@ def read_jobs(path: str | Path) -> list[Job]:
             pods=int(_number(path, n, "pods", pods, integer=True)),
             gpus_per_pod=int(_number(path, n, "gpus_per_pod", gpus, integer=True)),
             duration_s=_number(path, n, "duration_s", duration),
-            required_tier=tier or None,
+            required_tier=_tier(path, n, "required_tier", tier),
             line=n,
-            priority=_priority(path, n, cells[6]) if len(cells) > 6 else None,
+            priority=_priority(path, n, cells[PRIORITY_COLUMN]) if PRIORITY_COLUMN in cells else None,
+            preferred_tier=_tier(path, n, PREFERRED_COLUMN, cells.get(PREFERRED_COLUMN, "")),
+            slices=_slices(path, n, cells.get(SLICE_COLUMN, "")),
         )
         if job.submit_s < 0:
             raise errors.SimInputError(path, n, f"submit_s must be >= 0, got {submit}")
@@ -138,6 +163,9 @@ def read_jobs(path: str | Path) -> list[Job]:
             raise errors.SimInputError(path, n, "pods and gpus_per_pod must be >= 1")
         if job.duration_s <= 0:
             raise errors.SimInputError(path, n, f"duration_s must be > 0, got {duration}")
+        if job.slices is not None and job.pods % job.slices.pods:
+            raise errors.SimInputError(
+                path, n, f"a gang of {job.pods} pods cannot be cut in slices of {job.slices.pods}")
         jobs.append(job)
     if not jobs:
         raise errors.SimInputError(path, 0, "no jobs")
@@ -154,12 +182,33 @@ def _priority(path: Path, line: int, cell: str) -> int:
     return value
 
 
+def _tier(path: Path, line: int, column: str, cell: str) -> str | None:
+    if len(cell) > MAX_TIER_NAME:
+        raise errors.SimInputError(path, line, f"{column} is longer than {MAX_TIER_NAME} characters")
+    return cell or None
+
+
+def _slices(path: Path, line: int, cell: str) -> request.Slices | None:
+    """``N@tier`` (required) or ``N~tier`` (preferred); empty: none."""
+    if not cell:
+        return None
+    required = "@" in cell
+    size, sep, tier = cell.partition("@" if required else "~")
+    if (not sep or not tier or not (size.isascii() and size.isdigit())
+            or len(size) > 6 or int(size) < 2):
+        raise errors.SimInputError(
+            path, line, f"{SLICE_COLUMN} must be N@tier (required) or N~tier (preferred) with N >= 2, "
+            f"got {cell[:80]!r}")
+    return request.Slices(int(size), str(_tier(path, line, SLICE_COLUMN, tier)), required)
+
+
 def read_events(path: str | Path) -> list[HealthEvent]:
     """The health events, sorted by time (stable: rows at one time keep file order)."""
     path = Path(path)
     events: list[HealthEvent] = []
     states = {s.value: s for s in api.LinkState}
-    for n, (time_cell, kind, target, state_cell, capacity_cell) in _rows(path, EVENT_COLUMNS):
+    for n, cells in _rows(path, EVENT_COLUMNS):
+        time_cell, kind, target, state_cell, capacity_cell = (cells[c] for c in EVENT_COLUMNS)
         time_s = _number(path, n, "time_s", time_cell)
         if time_s < 0:
             raise errors.SimInputError(path, n, f"time_s must be >= 0, got {time_cell}")

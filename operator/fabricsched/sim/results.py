@@ -50,6 +50,18 @@ class Outcome:
     """The runs before the last one, each ended by a preemption."""
     lost_gpu_s: float = 0.0
     """GPU-seconds of work its preemptions threw away (since each one's last checkpoint)."""
+    slice_domains: tuple[str | None, ...] = ()
+    """The domain of each slice of its last run, slice 0 first (None: the slice was split);
+    empty for a job without slices."""
+
+    @property
+    def preferred_held(self) -> bool | None:
+        """Whether its last run was inside one domain of its preferred tier (None: none asked,
+        or it never started)."""
+        tier = self.job.preferred_tier
+        if tier is None or not self.started:
+            return None
+        return self.domains_spanned.get(tier, 1) <= 1
 
     @property
     def runs(self) -> tuple[Span, ...]:
@@ -175,7 +187,37 @@ def document(run: Run) -> dict[str, Any]:
             entry["lost_gpu_s"] = o.lost_gpu_s
         summary["by_priority"] = {str(p): {k: v if isinstance(v, int) else _number(v) for k, v in f.items()}
                                   for p, f in by_priority(run).items()}
+    if any(o.job.preferred_tier is not None or o.job.slices is not None for o in run.outcomes):
+        for entry, o in zip(jobs, run.outcomes, strict=True):
+            entry.update(constraints(o))
+        summary["constraints"] = constraint_summary(run)
     return {"policy": run.policy, "jobs": jobs, "summary": summary}
+
+
+def constraints(o: Outcome) -> dict[str, Any]:
+    """What a job asked of the fabric (the trace's tier and slice columns) and what held."""
+    s = o.job.slices
+    return {
+        "required_tier": o.job.required_tier,
+        "preferred_tier": o.job.preferred_tier,
+        "preferred_held": o.preferred_held,
+        "slice": None if s is None else {"pods": s.pods, "tier": s.tier, "required": s.required},
+        "slice_domains": list(o.slice_domains),
+    }
+
+
+def constraint_summary(run: Run) -> dict[str, int]:
+    """How often the asked constraints held: preferred tiers kept, slices kept whole."""
+    started = [o for o in run.outcomes if o.started]
+    preferred = [o.preferred_held for o in started if o.preferred_held is not None]
+    sliced = [o for o in started if o.job.slices is not None]
+    return {
+        "preferred_asked": len(preferred),
+        "preferred_held": sum(preferred),
+        "sliced_jobs": len(sliced),
+        "slices": sum(len(o.slice_domains) for o in sliced),
+        "slices_split": sum(d is None for o in sliced for d in o.slice_domains),
+    }
 
 
 def by_priority(run: Run) -> dict[int, dict[str, float | int]]:

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fabricsched.api import topology as api
-from fabricsched.sim import errors, manifests, records
+from fabricsched.placement import request
+from fabricsched.sim import errors, manifests, policies, records
 from fabricsched.topology import building, conflicts, fabric, index, nodes, selectors
 
 
@@ -64,10 +65,17 @@ def load(nodes_path: str | Path, topology_path: str | Path, jobs_path: str | Pat
 
 
 def check_jobs(path: str | Path, jobs: Sequence[records.Job], structure: fabric.Fabric) -> None:
-    """Every job fits the empty cluster, and its required tier names a tier some domain can hold it in."""
+    """Every job fits the empty cluster; each tier it names (required, preferred, its slices')
+    is a tier of the fabric, and some domain of a required one can hold what it must."""
     tier_names = [str(t.name) for t in structure.tiers]
     cluster: dict[int, int] = {}
     best_domain: dict[tuple[int, int], int] = {}
+
+    def largest(tier: int, g: int) -> int:
+        if (tier, g) not in best_domain:
+            best_domain[(tier, g)] = structure.largest_domain(tier, g)[1]
+        return best_domain[(tier, g)]
+
     for job in jobs:
         g = job.gpus_per_pod
         if g not in cluster:
@@ -76,19 +84,30 @@ def check_jobs(path: str | Path, jobs: Sequence[records.Job], structure: fabric.
             raise errors.SimInputError(
                 path, job.line, f"job {job.name!r} needs {job.pods} pods of {g} GPUs; the whole cluster "
                 f"holds at most {cluster[g]} such pods")
-        if job.required_tier is None:
-            continue
-        if job.required_tier not in tier_names:
-            raise errors.SimInputError(
-                path, job.line, f"job {job.name!r}: unknown required_tier {job.required_tier!r}; "
-                f"tiers: {', '.join(tier_names)}")
-        tier = tier_names.index(job.required_tier)
-        if (tier, g) not in best_domain:
-            best_domain[(tier, g)] = structure.largest_domain(tier, g)[1]
-        if job.pods > best_domain[(tier, g)]:
-            raise errors.SimInputError(
-                path, job.line, f"job {job.name!r} requires one {job.required_tier} domain for {job.pods} "
-                f"pods of {g} GPUs; the largest {job.required_tier} holds {best_domain[(tier, g)]}")
+        named = (("required_tier", job.required_tier), (records.PREFERRED_COLUMN, job.preferred_tier),
+                 (records.SLICE_COLUMN, job.slices.tier if job.slices else None))
+        for column, name in named:
+            if name is not None and name not in tier_names:
+                raise errors.SimInputError(
+                    path, job.line,
+                    f"job {job.name!r}: unknown {column} {name!r}; tiers: {', '.join(tier_names)}")
+        if job.required_tier is not None:
+            tier = tier_names.index(job.required_tier)
+            if job.pods > largest(tier, g):
+                raise errors.SimInputError(
+                    path, job.line,
+                    f"job {job.name!r} requires one {job.required_tier} domain for {job.pods} pods of {g} "
+                    f"GPUs; the largest {job.required_tier} holds {largest(tier, g)}")
+        if job.slices is not None and job.slices.required:
+            tier = tier_names.index(job.slices.tier)
+            if job.slices.pods > largest(tier, g):
+                raise errors.SimInputError(
+                    path, job.line,
+                    f"job {job.name!r}: a slice of {job.slices.pods} pods of {g} GPUs must fit one "
+                    f"{job.slices.tier}; the largest holds {largest(tier, g)}")
+        asked = policies.gang_request(structure, job)
+        if isinstance(asked, request.NoFit):
+            raise errors.SimInputError(path, job.line, f"job {job.name!r}: {asked.reason}")
 
 
 def check_events(path: str | Path, events: Sequence[records.HealthEvent], structure: fabric.Fabric) -> None:

@@ -12,13 +12,20 @@ import csv
 import io
 import math
 import random
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from fabricsched.placement import request
 from fabricsched.sim import records
 
 DEFAULT_MIX = "1x1:8,1x2:4,1x4:4,1x8:14,2x8:14,4x8:18,4x8@leaf:4,8x8:14,16x8:10,32x8:3,64x8:1"
-"""``PODSxGPUS[@TIER]:WEIGHT``, weights by job count; ``@leaf`` marks a required tier."""
+"""``PODSxGPUS[@TIER][~TIER][/N@TIER|/N~TIER]:WEIGHT``, weights by job count; ``@leaf`` marks a
+required tier, ``~leaf`` a preferred one, ``/4@leaf`` slices of 4 ranks each required in one
+leaf (``/4~leaf`` preferred)."""
+
+_SHAPE = re.compile(r"(\d{1,6})[xX](\d{1,6})(?:@([\w.-]{1,63}))?(?:~([\w.-]{1,63}))?")
+_SLICE = re.compile(r"(\d{1,6})([@~])([\w.-]{1,63})")
 
 DEFAULT_DURATION = "lognormal:median=3600,sigma=1.0"
 """Median one hour, mean ~1.65 h, one job in ~40 runs over 7 h."""
@@ -33,6 +40,8 @@ class MixEntry:
     gpus_per_pod: int
     weight: float
     required_tier: str | None = None
+    preferred_tier: str | None = None
+    slices: request.Slices | None = None
 
 
 @dataclass(frozen=True)
@@ -70,23 +79,34 @@ class TraceOptions:
 
 
 def parse_mix(text: str) -> tuple[MixEntry, ...]:
-    """``"1x8:14,4x8@leaf:4"`` -> entries; raises ValueError with the bad part."""
+    """``"1x8:14,4x8@leaf:4,16x8~leaf/8@leaf:2"`` -> entries; raises ValueError with the bad part."""
     entries: list[MixEntry] = []
     for part in (p.strip() for p in text.split(",") if p.strip()):
         try:
-            shape, weight = part.rsplit(":", 1)
-            shape, _, tier = shape.partition("@")
-            pods, gpus = shape.lower().split("x")
-            entry = MixEntry(int(pods), int(gpus), float(weight), tier or None)
+            entry = _mix_entry(part)
         except ValueError:
-            raise ValueError(
-                f"bad mix entry {part!r}; expected PODSxGPUS[@TIER]:WEIGHT, e.g. 4x8:10") from None
+            raise ValueError(f"bad mix entry {part!r}; expected "
+                             "PODSxGPUS[@TIER][~TIER][/N@TIER|/N~TIER]:WEIGHT, "
+                             "e.g. 4x8:10 or 16x8@spine/8@leaf:2") from None
         if entry.pods < 1 or entry.gpus_per_pod < 1 or entry.weight < 0:
             raise ValueError(f"bad mix entry {part!r}: pods and gpus >= 1, weight >= 0")
+        if entry.slices is not None and (entry.slices.pods < 2 or entry.pods % entry.slices.pods):
+            raise ValueError(f"bad mix entry {part!r}: slices of at least 2 pods that divide the gang")
         entries.append(entry)
     if not entries or sum(e.weight for e in entries) <= 0:
         raise ValueError("the mix needs at least one entry with a positive weight")
     return tuple(entries)
+
+
+def _mix_entry(part: str) -> MixEntry:
+    shape_text, weight = part.rsplit(":", 1)
+    shape_text, sliced, slice_text = shape_text.partition("/")
+    shape = _SHAPE.fullmatch(shape_text)
+    cut = _SLICE.fullmatch(slice_text) if sliced else None
+    if shape is None or (sliced and cut is None):
+        raise ValueError(part)
+    slices = None if cut is None else request.Slices(int(cut[1]), cut[3], cut[2] == "@")
+    return MixEntry(int(shape[1]), int(shape[2]), float(weight), shape[3], shape[4], slices)
 
 
 def parse_priorities(text: str) -> tuple[tuple[int, float], ...]:
@@ -143,6 +163,9 @@ def generate(options: TraceOptions) -> list[records.Job]:
         if e.pods * e.gpus_per_pod > options.total_gpus:
             return False
         cluster = limits.get((None, e.gpus_per_pod), e.pods)
+        if e.slices is not None and e.slices.required and e.slices.pods > limits.get(
+                (e.slices.tier, e.gpus_per_pod), e.slices.pods):
+            return False
         return e.pods <= min(cluster, limits.get((e.required_tier, e.gpus_per_pod), cluster))
 
     mix = [e for e in options.mix or parse_mix(DEFAULT_MIX) if fits(e)]
@@ -165,18 +188,36 @@ def generate(options: TraceOptions) -> list[records.Job]:
     now = 0.0
     for i, (shape, duration) in enumerate(zip(shapes, durations, strict=True)):
         jobs.append(records.Job(f"job-{i:0{width}d}", round(now, 1), shape.pods, shape.gpus_per_pod,
-                                round(duration, 1), shape.required_tier, priority=priorities[i]))
+                                round(duration, 1), shape.required_tier, priority=priorities[i],
+                                preferred_tier=shape.preferred_tier, slices=shape.slices))
         now += rng.expovariate(1.0 / gap)
     return jobs
 
 
 def to_csv(jobs: Sequence[records.Job]) -> str:
-    """The job trace file ``records.read_jobs`` reads back."""
+    """The job trace file ``records.read_jobs`` reads back: the optional columns only when a
+    job uses them, so a trace without constraints or priorities keeps the six columns."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    prioritised = any(j.priority is not None for j in jobs)
-    writer.writerow(records.JOB_COLUMNS + ((records.PRIORITY_COLUMN,) if prioritised else ()))
+    columns: list[str] = []
+    if any(j.priority is not None for j in jobs):
+        columns.append(records.PRIORITY_COLUMN)
+    if any(j.preferred_tier for j in jobs):
+        columns.append(records.PREFERRED_COLUMN)
+    if any(j.slices for j in jobs):
+        columns.append(records.SLICE_COLUMN)
+    writer.writerow(records.JOB_COLUMNS + tuple(columns))
     for j in jobs:
+        cells: dict[str, object] = {records.PRIORITY_COLUMN: j.rank,
+                                    records.PREFERRED_COLUMN: j.preferred_tier or "",
+                                    records.SLICE_COLUMN: slice_cell(j.slices)}
         row: list[object] = [j.name, j.submit_s, j.pods, j.gpus_per_pod, j.duration_s, j.required_tier or ""]
-        writer.writerow([*row, j.rank] if prioritised else row)
+        writer.writerow([*row, *(cells[c] for c in columns)])
     return out.getvalue()
+
+
+def slice_cell(slices: request.Slices | None) -> str:
+    """The ``slice`` column's cell: ``N@tier`` required, ``N~tier`` preferred, empty for none."""
+    if slices is None:
+        return ""
+    return f"{slices.pods}{'@' if slices.required else '~'}{slices.tier}"

@@ -229,6 +229,43 @@
       what.textContent = "";
     }
   }
+  // The selected gang's constraints and preemption: what it asked for, what held, whom it
+  // evicted and who evicted it (all text; the document bounds every list).
+  function renderGangDetail(doc) {
+    const panel = $("gang-detail");
+    const g = doc.gangs.find((x) => x.key === ui.gang) || null;
+    if (!g) { panel.hidden = true; panel.replaceChildren(); return; }
+    const items = [];
+    const c = g.constraints || {};
+    if (c.required) items.push("required tier: " + c.required);
+    if (c.preferred) {
+      items.push("preferred tier: " + c.preferred + (c.preferredHeld === true ? " (held)" :
+        c.preferredHeld === false ? " (not held)" : ""));
+    }
+    if (!c.required && !c.preferred) items.push("tier: the lowest that holds it");
+    const s = c.slices;
+    if (s) {
+      const where = s.domains.length ? s.domains.map((d, i) => "slice " + i + " in " + d).join(", ") +
+        (s.domainsMore ? ", " + s.domainsMore + " more" : "") : "no plan keeps them whole";
+      items.push("slices of " + s.size + " pods in one " + s.tier + " (" + (s.required ? "required" : "preferred") +
+        "): " + where);
+    }
+    items.push("priority " + g.priority);
+    const p = g.preemption;
+    if (p) {
+      items.push("preempted " + p.victims.length + (p.victimsMore ? " + " + p.victimsMore : "") + " workload(s) to clear " +
+        p.domain + " at " + since(p.at) + (p.clearedAt ? "; all gone at " + since(p.clearedAt) : "; victims still terminating"));
+    }
+    const by = g.preemptedBy;
+    if (by) items.push("preempted by " + by.gang + " (priority " + by.priority + ") to clear " + by.domain + " at " + since(by.at));
+    panel.hidden = false;
+    panel.replaceChildren(el("h2", { text: "Constraints of " + g.namespace + "/" + g.name }),
+      el("ul", { id: "gang-constraints" }, ...items.map((t) => el("li", { text: t }))));
+    if (p && p.victims.length) {
+      panel.append(el("h3", { text: "Victims" }), el("ul", { id: "gang-victims" }, ...p.victims.map((v) =>
+        el("li", { text: v.namespace + "/" + v.name + " (priority " + v.priority + ", " + v.gpus + " GPUs)" }))));
+    }
+  }
   function renderReport(doc) {
     const report = doc.report;
     const section = $("report");
@@ -323,6 +360,7 @@
     renderElements(doc);
     renderPending(doc);
     highlight(doc, index);
+    renderGangDetail(doc);
     $("diagnose-bar").hidden = !ui.gang || Boolean(embedded);
     if (ui.diagnosis && ui.diagnosis.key !== ui.gang) renderDiagnosis();
   }
