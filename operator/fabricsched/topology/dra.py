@@ -299,4 +299,6 @@ def _reason(taint: Taint, device: Device, nic: str) -> str:
     value = f"={taint.value}" if taint.value else ""
     text = (f"{taint.origin}: {taint.key}{value}:{taint.effect} on {device.driver}/{device.pool}/"
             f"{device.name} (NIC {nic})")
-    return parsing.truncate(text, REASON_CHARS)
+    # A NIC name is any 64 characters the API server admits (control, bidi, markup): every view
+    # shows the reason, so what cannot be printed becomes "?" (cut first: the cost stays bounded).
+    return "".join(c if c.isprintable() else "?" for c in parsing.truncate(text, REASON_CHARS))
