@@ -177,3 +177,15 @@ def test_a_hostile_nic_name_is_shown_printable_and_cut() -> None:
     assert "(NIC <script>??[2J????\U0001f4a3xx" in short.reason and short.reason.isprintable()
     [cut] = dra.observations(single, index, ids.NodeName("gpu-1"))
     assert len(cut.reason.encode()) <= dra.REASON_CHARS and cut.reason.endswith(parsing.ELLIPSIS)
+
+
+def test_findings_per_element_are_the_worst_few() -> None:
+    fenced = [nic(f"d{i}", "mlx5_3", *({"key": f"k{t}", "effect": "NoSchedule"} for t in range(16)))
+              for i in range(127)]
+    down = nic("d127", "mlx5_3", {"key": "dead", "effect": "NoExecute"})
+    index = index_with(resource_slice("gpu-1", *fenced, down), resource_slice(
+        "gpu-1", nic("e0", "mlx5_0", {"key": "k", "effect": "NoSchedule"}), name="second"))
+    found_here = dra.observations(rail_spec(), index, ids.NodeName("gpu-1"))
+    assert [(o.element.rail, o.state) for o in found_here] == [
+        (3, H.DOWN), (3, H.DEGRADED), (3, H.DEGRADED), (3, H.DEGRADED), (0, H.DEGRADED)]
+    assert "dead" in found_here[0].reason
