@@ -36,6 +36,10 @@ MAX_ATTRIBUTES = 32
 MAX_VALUE_CHARS = 64
 """Longest string attribute kept (the API server's own limit)."""
 REASON_CHARS = 160
+MAX_FINDINGS = 4
+"""Findings kept per host or rail, the worst first: enough to say why. A node may have any
+number of slices of 128 devices with 16 taints each, and every rule can match every device:
+unbounded, they would make the topology status too large to write."""
 MAX_COUNTER_SETS = 8
 """Counter sets read per device (``consumesCounters``; the API server allows fewer)."""
 MAX_GENERATION = 2**63 - 1
@@ -292,11 +296,23 @@ def observations(spec: api.FabricTopologySpec, index: DeviceIndex,
                 continue  # None, or an effect this release does not know: informational
             found.append(health.Observation(
                 health.ElementId.node(node, rail), state, None, "dra", _reason(taint, device, nic)))
-    return found
+    return _worst_few(found)
+
+
+def _worst_few(found: list[health.Observation]) -> list[health.Observation]:
+    kept: dict[health.ElementId, int] = {}
+    out = []
+    for obs in sorted(found, key=lambda o: -fabric.severity(o.state)):  # stable: slice order within
+        if kept.get(obs.element, 0) < MAX_FINDINGS:
+            kept[obs.element] = kept.get(obs.element, 0) + 1
+            out.append(obs)
+    return out
 
 
 def _reason(taint: Taint, device: Device, nic: str) -> str:
     value = f"={taint.value}" if taint.value else ""
     text = (f"{taint.origin}: {taint.key}{value}:{taint.effect} on {device.driver}/{device.pool}/"
             f"{device.name} (NIC {nic})")
-    return parsing.truncate(text, REASON_CHARS)
+    # A NIC name is any 64 characters the API server admits (control, bidi, markup): every view
+    # shows the reason, so what cannot be printed becomes "?" (cut first: the cost stays bounded).
+    return "".join(c if c.isprintable() else "?" for c in parsing.truncate(text, REASON_CHARS))

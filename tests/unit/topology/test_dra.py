@@ -165,3 +165,27 @@ def test_big_values_are_bounded() -> None:
     assert len(devices) == dra.MAX_DEVICES
     _, (device,) = dra.parse_slice(resource_slice("gpu-1", long_value))
     assert dra.rdma_name(device, "dra.net/rdmaDevice") is None
+
+
+def test_a_hostile_nic_name_is_shown_printable_and_cut() -> None:
+    hostile = "<script>\x00\x1b[2J\r\n\u202e\u200b\U0001f4a3" + "x" * 40
+    taint = {"key": "k" * 63, "value": "v" * 63, "effect": "NoExecute"}
+    index = index_with(resource_slice("gpu-1", nic("pci-0000-1a-00-0", hostile, taint)))
+    single = builders.make_topology(builders.topograph_tiers(2))
+    [short] = dra.observations(single, index_with(resource_slice("gpu-1", nic(
+        "pci-0000-1a-00-0", hostile, {"key": "k", "effect": "NoExecute"}))), ids.NodeName("gpu-1"))
+    assert "(NIC <script>??[2J????\U0001f4a3xx" in short.reason and short.reason.isprintable()
+    [cut] = dra.observations(single, index, ids.NodeName("gpu-1"))
+    assert len(cut.reason.encode()) <= dra.REASON_CHARS and cut.reason.endswith(parsing.ELLIPSIS)
+
+
+def test_findings_per_element_are_the_worst_few() -> None:
+    fenced = [nic(f"d{i}", "mlx5_3", *({"key": f"k{t}", "effect": "NoSchedule"} for t in range(16)))
+              for i in range(127)]
+    down = nic("d127", "mlx5_3", {"key": "dead", "effect": "NoExecute"})
+    index = index_with(resource_slice("gpu-1", *fenced, down), resource_slice(
+        "gpu-1", nic("e0", "mlx5_0", {"key": "k", "effect": "NoSchedule"}), name="second"))
+    found_here = dra.observations(rail_spec(), index, ids.NodeName("gpu-1"))
+    assert [(o.element.rail, o.state) for o in found_here] == [
+        (3, H.DOWN), (3, H.DEGRADED), (3, H.DEGRADED), (3, H.DEGRADED), (0, H.DEGRADED)]
+    assert "dead" in found_here[0].reason
