@@ -73,6 +73,7 @@ def run(bench: Bench, summary: Callable[[Sequence[float]], dict[str, float]]) ->
     cl.wait_for("the low gangs in fabricsched's state", lambda: bench.pods_seen() >= everything,
                 args.timeout, 0.5)
     cl.namespace(api, "high", args.timeout)
+    baseline = bench.pods_seen()
     decided: list[float] = []
     bound_s: list[float] = []
     passthrough: list[float] = []
@@ -102,6 +103,8 @@ def run(bench: Bench, summary: Callable[[Sequence[float]], dict[str, float]]) ->
         cl.wait_for("the high gang gone", lambda: not cl.pods(api, "high"), args.timeout, 0.2)
         present = {p["metadata"]["name"] for p in cl.pods(api, "low")}
         cl.each(create_low, [item for item in low if f"{item[0]}-{item[1]}" not in present])
+        # The next gang must find the fabric full in fabricsched's state too.
+        cl.wait_for("the victim back in fabricsched's state", lambda: bench.pods_seen() == baseline, 60, 0.1)
     bench.result["preemption"] = {
         "low_gangs": len(leaves), "gang_pods": args.preemption_gang, "gpus_per_pod": gpus,
         "decision_ms": summary(decided), "bound_ms": summary(bound_s),
