@@ -166,7 +166,7 @@ class Fabric:
         return items
 
     def job_pods(self, namespace: str, job: str) -> list[dict[str, Any]]:
-        return [p for p in self.pods(namespace) if p["metadata"]["labels"].get("job-name") == job
+        return [p for p in self.pods(namespace) if (p["metadata"].get("labels") or {}).get("job-name") == job
                 and not p["metadata"].get("deletionTimestamp")]
 
     def placed(self, namespace: str, job: str, pods: int, timeout: float = 60) -> list[str]:
