@@ -29,6 +29,8 @@ Per size, in one run:
    turn (the median round counts); then, with ``fabricsched run`` stopped,
    the same round with a steering stub in the extender's place (``scale_wire.py --steer``):
    the ceiling of any extender that steers each pod to one node, on this machine;
+   before it, at the sizes of ``--preemption-at``, the preemption phase (``scale_preempt.py``):
+   low-priority gangs fill the fabric, high-priority gangs preempt them one by one;
 7. peak RSS of ``fabricsched run`` (``VmHWM``, the larger of both runs).
 
 Prints a summary per size and writes every number to ``--out`` (JSON).
@@ -51,6 +53,7 @@ from pathlib import Path
 from typing import Any
 
 import scale_cluster as cl
+import scale_preempt
 import scale_wire as wire
 from benchstats import percentile
 from fabricsched.cluster import errors, processes, rest
@@ -69,7 +72,9 @@ class Operator:
         self.health = f"http://{health}"
         profiling = ["-m", "cProfile", "-o", str(profile)] if profile is not None else []
         argv = [sys.executable, *profiling, "-m", "fabricsched.cli", "run", f"--kubeconfig={kubeconfig}",
-                f"--extender-address={extender}", f"--health-address={health}"]
+                f"--extender-address={extender}", f"--health-address={health}",
+                # The preemption phase runs one round per gang, back to back (default 6 a minute).
+                "--preemption-rate=600"]
         self.log = log
         self.log_start = len(log.read_text(errors="replace").splitlines()) if log.exists() else 0
         self.started = time.monotonic()
@@ -192,6 +197,8 @@ class Size:
                 self.phase("after_restart", functools.partial(self.first_after_ready, turn, restarts))
             self.result["restart_ready_s"] = max(r["ready_s"] for r in restarts) if restarts else None
             self.result["after_restart_ms"] = after_restarts(restarts)
+            if self.n in self.args.preemption_at:
+                self.phase("preemption", functools.partial(scale_preempt.run, self, summary))
             if self.n in self.args.throughput_at:
                 self.phase("throughput", self.throughput)
             self.result["peak_rss_mb"] = round(max(rss, operator.peak_rss_mb()), 1)
@@ -445,7 +452,7 @@ def show(r: dict[str, Any]) -> None:
             print(f"    {kind:<15} n={ours['n']:<4} p50 {ours['p50']:6.1f}  p95 {ours['p95']:6.1f}  "
                   f"p99 {ours['p99']:6.1f}  max {ours['max']:7.1f} ms   "
                   f"pass-through p99 {theirs['p99']:6.1f} ms")
-    for key in ("after_restart_ms", "throughput", "errors"):
+    for key in ("after_restart_ms", "preemption", "throughput", "errors"):
         if key in r:
             print(f"    {key}: {r[key]}")
 
@@ -470,6 +477,12 @@ def main() -> int:
                         help="rounds per scheduler (and for the steering stub); the median counts")
     parser.add_argument("--throughput-gpus", type=int, default=2,
                         help="GPUs per pod of the throughput gangs")
+    parser.add_argument("--preemption-at", type=_sizes, default=[5000],
+                        help="sizes with the preemption phase (bench/scale_preempt.py)")
+    parser.add_argument("--preemption-rounds", type=int, default=20,
+                        help="high-priority gangs, one after the other, each preempting (default 20)")
+    parser.add_argument("--preemption-gang", type=int, default=16,
+                        help="pods of each high-priority gang (default 16: one leaf)")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds for each wait")
     parser.add_argument("--dir", type=Path, help="work folder (default: a temporary one, removed)")
     parser.add_argument("--out", type=Path, help="write the results as JSON")

@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -40,30 +41,43 @@ class Fabric:
         self.extender_port, self.health_port = ports
         self.process: subprocess.Popen[bytes] | None = None
         self.starts = 0
+        self.terminating_since: dict[str, float] = {}
+        """Pod UID -> when ``terminate`` first saw it terminating (its grace period runs from then)."""
+        self.disruptions: dict[str, str] = {}
+        """Pod UID -> the reason of its DisruptionTarget condition, for every pod seen terminating."""
 
     # --- fabricsched run ---------------------------------------------------------------
 
-    def start(self) -> None:
-        self.starts += 1
-        log = (self.root / f"fabricsched-run-{self.starts}.log").open("wb")
-        with log:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "fabricsched.cli", "run", f"--kubeconfig={self.plane.kubeconfig}",
-                 f"--extender-address=127.0.0.1:{self.extender_port}",
-                 f"--health-address=127.0.0.1:{self.health_port}", "--dashboard-address="],
-                stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
-            )
-        wait_for("fabricsched run ready", self._ready, timeout=60)
+    def start(self, *extra: str) -> None:
+        """The module's ``fabricsched run`` (``extra``: more flags, for one test)."""
+        self.process = self.spawn(self.extender_port, self.health_port, *extra)
+        self.ready(self.process, self.health_port)
 
-    def _ready(self) -> bool:
-        assert self.process is not None
-        if self.process.poll() is not None:
+    def spawn(self, extender_port: int, health_port: int, *extra: str,
+              pod_name: str = "") -> subprocess.Popen[bytes]:
+        """One ``fabricsched run`` on these loopback ports (``pod_name``: a replica's identity)."""
+        self.starts += 1
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", **({"POD_NAME": pod_name} if pod_name else {})}
+        with (self.root / f"fabricsched-run-{self.starts}.log").open("wb") as log:
+            return subprocess.Popen(
+                [sys.executable, "-m", "fabricsched.cli", "run", f"--kubeconfig={self.plane.kubeconfig}",
+                 f"--extender-address=127.0.0.1:{extender_port}",
+                 f"--health-address=127.0.0.1:{health_port}", "--dashboard-address=", *extra],
+                stdout=log, stderr=subprocess.STDOUT, env=env,
+            )
+
+    def _ready(self, process: subprocess.Popen[bytes] | None, health_port: int) -> bool:
+        assert process is not None
+        if process.poll() is not None:
             pytest.fail(f"fabricsched run exited: {self.log_tail()}", pytrace=False)
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.health_port}/readyz", timeout=2) as r:
+            with urllib.request.urlopen(f"http://127.0.0.1:{health_port}/readyz", timeout=2) as r:
                 return bool(r.status == 200)
         except OSError:
             return False
+
+    def ready(self, process: subprocess.Popen[bytes], health_port: int) -> None:
+        wait_for("fabricsched run ready", lambda: self._ready(process, health_port), timeout=60)
 
     def kill(self) -> None:
         assert self.process is not None
@@ -73,6 +87,12 @@ class Fabric:
     def stop(self) -> None:
         if self.process is not None:
             stop_process(self.process)
+
+    def lease_holder(self) -> str:
+        """Who holds fabricsched's Lease (``--leader-elect``); empty before anyone does."""
+        path = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/fabricsched"
+        status, body = self.api.request("GET", path)
+        return str((body.get("spec") or {}).get("holderIdentity") or "") if status == 200 else ""
 
     def log_tail(self) -> str:
         return processes.log_tail(self.root / f"fabricsched-run-{self.starts}.log", 40)
@@ -88,11 +108,13 @@ class Fabric:
         return new_namespace(self.api, "p")
 
     def job(self, namespace: str, name: str, pods: int, gpus: int = 8, priority: str = "low",
-            leaf: str | None = None) -> None:
-        """An Indexed Job of ``pods`` ranks; ``leaf``: a required-tier gang (one leaf)."""
+            leaf: str | None = None, grace: int = 0) -> None:
+        """An Indexed Job of ``pods`` ranks; ``leaf``: a required-tier gang (one leaf); ``grace``:
+        its pods' termination grace period (a trainer checkpointing before it stops)."""
         annotations = {"fabricsched.io/required-tier": "leaf"} if leaf else {}
         spec = {
             "schedulerName": "fabricsched", "restartPolicy": "Never", "priorityClassName": f"pt-{priority}",
+            "terminationGracePeriodSeconds": grace,
             "containers": [{"name": "train", "image": "trainer:1",
                             "resources": {"requests": {GPU: str(gpus)}, "limits": {GPU: str(gpus)}}}],
         }
@@ -106,6 +128,23 @@ class Fabric:
             },
         }
         self.api.call("POST", f"/apis/batch/v1/namespaces/{namespace}/jobs", body)
+
+    def gang_pod(self, namespace: str, gang: str, rank: int, size: int, gated: bool) -> None:
+        """Rank ``rank`` of a low-priority required-leaf gang named by label; ``gated``: held back
+        by a scheduling gate (it cannot bind yet)."""
+        spec: dict[str, Any] = {
+            "schedulerName": "fabricsched", "restartPolicy": "Never", "priorityClassName": "pt-low",
+            "containers": [{"name": "train", "image": "trainer:1",
+                            "resources": {"requests": {GPU: "8"}, "limits": {GPU: "8"}}}]}
+        if gated:
+            spec["schedulingGates"] = [{"name": "fabricsched.io/test-hold"}]
+        self.api.call("POST", f"/api/v1/namespaces/{namespace}/pods", {
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": f"{gang}-{rank}", "labels": {"fabricsched.io/gang": gang},
+                         "annotations": {"fabricsched.io/gang-size": str(size),
+                                         "fabricsched.io/rank": str(rank),
+                                         "fabricsched.io/required-tier": "leaf"}},
+            "spec": spec})
 
     def budget(self, namespace: str, job: str, min_available: int) -> None:
         """A PodDisruptionBudget over the Job's pods, once the disruption controller has read it
@@ -127,7 +166,7 @@ class Fabric:
         return items
 
     def job_pods(self, namespace: str, job: str) -> list[dict[str, Any]]:
-        return [p for p in self.pods(namespace) if p["metadata"]["labels"].get("job-name") == job
+        return [p for p in self.pods(namespace) if (p["metadata"].get("labels") or {}).get("job-name") == job
                 and not p["metadata"].get("deletionTimestamp")]
 
     def placed(self, namespace: str, job: str, pods: int, timeout: float = 60) -> list[str]:
@@ -148,18 +187,44 @@ class Fabric:
         return result
 
     def terminate(self, namespace: str) -> int:
-        """Play the kubelet for evicted pods: each terminating pod's containers stop (phase
-        Failed, so the Job controller drops its finalizer) and it is removed. Returns how many."""
+        """Play the kubelet for evicted pods: once its termination grace period has run (from
+        when it was first seen terminating), a terminating pod's containers stop (phase Failed,
+        so the Job controller drops its finalizer) and it is removed. kwok's own delete stage
+        cannot do this: the Job's finalizer keeps the pod until it has ended. Returns how many."""
         ended = 0
+        now = time.monotonic()
         for pod in self.pods(namespace):
-            name = pod["metadata"]["name"]
+            name, uid = pod["metadata"]["name"], pod["metadata"]["uid"]
             ended_already = pod["status"].get("phase") in ("Succeeded", "Failed")
-            if pod["metadata"].get("deletionTimestamp") and not ended_already:
-                self.api.request("PATCH", f"/api/v1/namespaces/{namespace}/pods/{name}/status",
-                                 {"status": {"phase": "Failed"}}, rest.MERGE_PATCH)
-                kwok.delete_now(self.api, namespace, name)
-                ended += 1
+            if not pod["metadata"].get("deletionTimestamp") or ended_already:
+                continue
+            for condition in pod["status"].get("conditions") or ():
+                if condition.get("type") == "DisruptionTarget":
+                    self.disruptions[uid] = str(condition.get("reason"))
+            since = self.terminating_since.setdefault(uid, now)
+            if now - since < int(pod["spec"].get("terminationGracePeriodSeconds") or 0):
+                continue
+            self.api.request("PATCH", f"/api/v1/namespaces/{namespace}/pods/{name}/status",
+                             {"status": {"phase": "Failed"}}, rest.MERGE_PATCH)
+            kwok.delete_now(self.api, namespace, name)
+            ended += 1
         return ended
+
+    def pod_group(self, namespace: str, name: str, pods: int, priority: str) -> None:
+        """A native gang (scheduling.k8s.io/v1beta1 PodGroup of ``minCount`` ``pods``) of the
+        class ``pt-<priority>``, and its pods of 8 GPUs naming it."""
+        path = f"/apis/scheduling.k8s.io/v1beta1/namespaces/{namespace}/podgroups"
+        self.api.call("POST", path, {
+            "apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup", "metadata": {"name": name},
+            "spec": {"priorityClassName": f"pt-{priority}",
+                     "schedulingPolicy": {"gang": {"minCount": pods}}}})
+        for i in range(pods):
+            spec = {"schedulerName": "fabricsched", "restartPolicy": "Never",
+                    "priorityClassName": f"pt-{priority}", "schedulingGroup": {"podGroupName": name},
+                    "containers": [{"name": "train", "image": "trainer:1",
+                                    "resources": {"requests": {GPU: "8"}, "limits": {GPU: "8"}}}]}
+            pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"{name}-{i}"}, "spec": spec}
+            self.api.call("POST", f"/api/v1/namespaces/{namespace}/pods", pod)
 
     def uids(self, namespace: str, job: str) -> set[str]:
         return {p["metadata"]["uid"] for p in self.job_pods(namespace, job) if p["spec"].get("nodeName")}

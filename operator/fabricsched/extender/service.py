@@ -140,6 +140,7 @@ class Service:
                 state, self.book, self.follower, self.writer, events, owner_cache, board,
                 registry_of_workloads, preemption_calls, placing, clock, options.preemption, leading,
                 on_round=extender_metrics.observe_round if extender_metrics else lambda victims, lost: None,
+                on_planned=self.wakeups.planned if self.wakeups is not None else lambda: None,
             )
         parts = coordinator.Parts(
             state, self.book, self.writer, events, owner_cache, tracker, registry_of_workloads, board,

@@ -18,11 +18,13 @@ What is taken from an object, and what is not:
 - of those, a live plan (Reserved, Bound, Expired) of a gang the book does not hold is adopted,
   and one whose ranks differ from the book's replaces it (a re-plan made elsewhere);
 - status-only changes (binds, expiry, release) are not taken: each replica derives them from
-  the same pods and Jobs (``following``), and the object trails them anyway.
+  the same pods and Jobs (``following``), and the object trails them anyway; except a
+  preemptor's hold (``status.preemption``), which only the replica that evicted knows.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -70,6 +72,10 @@ class PlanMirror:
             return  # the echo of this replica's own write (perhaps of a gang it released since)
         held = self.book.get(entry.key)
         if held is not None and held.ranks == entry.ranks:
+            if held.preemption is None and entry.preemption is not None:
+                # A preemptor's hold arrives in its status, after the plan it completes: a new
+                # leader must resume it (its victims, its expiry clock), and write it back.
+                self.book.put(dataclasses.replace(held, preemption=entry.preemption))
             return
         self.follower.adopt(entry)
         self.adopted += 1

@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -107,6 +108,7 @@ class GangPreemption:
         options: PreemptionOptions,
         leading: Callable[[], bool] = lambda: True,
         on_round: Callable[[int, float], None] = lambda victims, lost: None,
+        on_planned: Callable[[], None] = lambda: None,
     ) -> None:
         self.state, self.book, self.follower, self.writer = state, book, follower, writer
         self.events, self.owners, self.board, self.registry = events, owner_cache, board, registry
@@ -114,8 +116,13 @@ class GangPreemption:
         self.leading = leading
         self.on_round = on_round
         """Told (victims evicted, GPU-seconds of progress lost) after every eviction round (metrics)."""
+        self.on_planned = on_planned
+        """Told when reservations yielded: no cluster event makes the kube-scheduler retry the
+        preemptor's pods it refused (``kube.wakeup``)."""
         self.remembered: dict[ids.GangKey, preempted.PreemptedRecord] = {}
         """Victim gang -> who preempted it (bounded by ``MAX_REMEMBERED``, oldest forgotten)."""
+        self.decided_s = 0.0
+        """How long the last round's decision took (from the fit check to the choice; logged)."""
         self._started: list[float] = []
         """When the rounds of the last minute started (the rate limit)."""
 
@@ -180,6 +187,7 @@ class GangPreemption:
     async def _for_gang(
         self, pod: nodes.PodUsage, gang: gangs.GangIdentity, snap: views.SnapshotView
     ) -> bool:
+        started = time.perf_counter()
         inputs = planning.inputs(self.session, self.book, snap, gang.key)
         ask = planning.gang_request(gang, snap.fabric)
         if isinstance(ask, request.NoFit):
@@ -196,6 +204,7 @@ class GangPreemption:
             held = self._reservations(snap.name, gang.key)
             gave = preemption.yielding(self._snapshot(inputs), free, held, preemptor, inputs.traffic, options)
             if isinstance(gave, preemption.Choice):
+                self.decided_s = time.perf_counter() - started
                 self._yield(pod, gang, snap, gave, priority)
                 return True
         running = await self._running(snap, preemptor.priority)
@@ -211,6 +220,7 @@ class GangPreemption:
                 self.board.wait(gang, snap.name, "PreemptionBlocked",
                                 pending.message_of(gang, f"no plan, and no preemption: {chosen.reason}"))
             return False
+        self.decided_s = time.perf_counter() - started
         await self._evict(pod, gang, snap, chosen, priority, {c.workload.key: c.pods for c in running})
         return True
 
@@ -319,7 +329,10 @@ class GangPreemption:
         entry = self._reserve(pod, gang, snap, choice, priority, None, reason)
         if entry.size > 1:
             self.writer.save_soon(entry.key, SAVE_TIMEOUT_S)
+        self.on_planned()
         self.events.pod_event(pod, "FabricReservationsYielded", f"gang {gang.display}: {reason}", False)
+        logger.info("gang %s (priority %d) %s (decided in %.1f ms)", gang.display, priority, reason,
+                    self.decided_s * 1000)
 
     async def _evict(self, pod: nodes.PodUsage, gang: gangs.GangIdentity, snap: views.SnapshotView,
                      choice: preemption.Choice, priority: int,
@@ -353,7 +366,8 @@ class GangPreemption:
                                       "plans again")
                 break
         self.on_round(evicted, choice.progress_lost_gpu_s)
-        logger.info("gang %s (priority %d) %s", gang.display, priority, reason)
+        logger.info("gang %s (priority %d) %s (decided in %.1f ms)", gang.display, priority, reason,
+                    self.decided_s * 1000)
 
     def _name(self, key: ids.GangKey, pods: Sequence[nodes.PodUsage]) -> str:
         entry = self.book.get(key)

@@ -61,8 +61,15 @@ class WakeUps:
         self.min_interval_s = min_interval_s
         self.nudges = 0
         self._freed = asyncio.Event()
+        self._planned = False
 
     def freed(self) -> None:
+        self._freed.set()
+
+    def planned(self) -> None:
+        """A waiting gang got a plan with no cluster event (reservations yielded to it): its
+        pods, refused before, must be retried even though no gang waits any more."""
+        self._planned = True
         self._freed.set()
 
     async def run(self) -> None:
@@ -71,7 +78,8 @@ class WakeUps:
             await self._freed.wait()
             await asyncio.sleep(self.delay_s)  # the rest of the burst (a whole gang ending)
             self._freed.clear()
-            if not self.waiting():
+            planned, self._planned = self._planned, False
+            if not (planned or self.waiting()):
                 continue
             try:
                 await self.nudger.nudge(f"{time.time():.3f}")

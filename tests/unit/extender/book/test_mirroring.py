@@ -176,3 +176,21 @@ def test_without_a_restore_listing_the_feed_lists_first_and_watches_from_there()
     fake, delivered = follow_until_changed(since=None)
     assert fake.calls == [("list", None), ("watch", "7")]
     assert delivered == [("ADDED", "listed"), ("ADDED", "changed")]
+
+
+def test_a_preemptors_hold_written_after_its_plan_reaches_the_standby() -> None:
+    # The plan arrives first (ADDED), its status.preemption in a status-only change: a new
+    # leader must still hold the domain for the victims and write the hold back.
+    a, b, mirror, _ = replicas()
+    plan_on_a(a, b, "urgent", 2)
+    obj = event(next(iter(a.store.objects.values())))
+    obj.get("status", {}).pop("preemption", None)
+    mirror.on_event("ADDED", obj)
+    held = copy.deepcopy(obj)
+    held["status"]["preemption"] = {
+        "victims": [{"namespace": "train", "name": "low", "priority": 100, "gpus": 16, "pods": ["u1", "u2"]}],
+        "domain": "leaf/l1", "time": "2026-01-01T00:00:00Z"}
+    mirror.on_event("MODIFIED", held)
+    (entry,) = b.book.entries()
+    assert entry.preemption is not None and entry.preemption.domain == "leaf/l1"
+    assert entry.preemption.pod_uids == {"u1", "u2"} and entry.preemption.cleared_at is None

@@ -48,6 +48,17 @@ def test_no_waiting_gang_no_write() -> None:
     assert nudger.stamps == []
 
 
+def test_a_plan_from_yielded_reservations_nudges_though_no_gang_waits_any_more() -> None:
+    # The preemptor was planned by the sweep, not by a refused /filter call: no cluster event
+    # would make the kube-scheduler retry its pods for 5 minutes.
+    nudger = Nudger()
+    wakeups = wakeup.WakeUps(nudger, lambda: False, delay_s=0.01, min_interval_s=0.01)
+    run_for(wakeups, 0.1, wakeups.planned)
+    assert len(nudger.stamps) == 1
+    run_for(wakeups, 0.1, wakeups.freed)
+    assert len(nudger.stamps) == 1  # once: a later free with nobody waiting writes nothing
+
+
 def test_a_failed_nudge_is_logged_and_the_next_free_nudges_again() -> None:
     nudger = Nudger()
     nudger.fail = True

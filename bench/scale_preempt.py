@@ -1,0 +1,114 @@
+"""The preemption phase of bench/scale_bench.py (``--preemption-at``): a full fabric of
+low-priority gangs, then high-priority gangs that must preempt one of them.
+
+1. every host's free GPUs (``8 - --pods-per-node``) are taken by low-priority gangs, one per
+   leaf, their pods bound by ``nodeName`` (class ``bench-low``, value -100: below the fill pods'
+   0, so the victims are gangs, not the fill pods); each gang is labelled as fabricsched gangs
+   are (``fabricsched.io/gang``, size and rank annotations);
+2. ``--preemption-rounds`` times: a high-priority Indexed Job (class ``bench-high``) of
+   ``--preemption-gang`` pods of those GPUs with ``required-tier: leaf`` is released: it fits
+   nowhere, so ``fabricsched run`` evicts one low gang and holds its leaf. Measured: the
+   extender's decision time (its log: from the fit check to the choice, "decided in N ms"),
+   the time from release until all the gang's pods are bound, and, as usual, the pass-through's
+   answer time for the same pod. The gang is then deleted and its victim put back.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+import scale_cluster as cl
+import scale_wire as wire
+from fabricsched.cluster import kwok, samples
+
+LOW, HIGH = ("bench-low", -100), ("bench-high", 1000)
+DECIDED = re.compile(r"\(decided in ([0-9.]+) ms\)")
+
+
+class Bench(Protocol):
+    api: Any
+    names: list[str]
+    them: wire.Caller
+    operator: Any
+    args: Any
+    result: dict[str, Any]
+
+    def pods_seen(self) -> int: ...
+
+
+def run(bench: Bench, summary: Callable[[Sequence[float]], dict[str, float]]) -> None:
+    api, args = bench.api, bench.args
+    for ns in ("lat", "probe"):  # their plans hold GPUs the low gangs take here
+        cl.clean(api, ns)
+    cl.settle(api, ("lat", "probe"), args.timeout)
+    for name, value in (LOW, HIGH):
+        api.request("POST", "/apis/scheduling.k8s.io/v1/priorityclasses", {
+            "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name},
+            "value": value, "preemptionPolicy": "PreemptLowerPriority"})
+    gpus = 8 - args.pods_per_node
+    leaves: dict[str, list[str]] = {}
+    for manifest in cl.node_manifests(len(bench.names)):
+        leaves.setdefault(manifest["metadata"]["labels"][samples.TOPOGRAPH.leaf], []).append(
+            manifest["metadata"]["name"])
+    cl.namespace(api, "low", args.timeout)
+    low = [(f"low-{leaf}", rank, node) for leaf, hosts in sorted(leaves.items())
+           for rank, node in enumerate(hosts)]
+    sizes = {leaf: len(hosts) for leaf, hosts in leaves.items()}
+
+    def create_low(item: tuple[str, int, str]) -> None:
+        gang, rank, node = item
+        spec = {**cl.pod_spec("fabricsched", gpus, gated=False, node=node), "priorityClassName": LOW[0],
+                "automountServiceAccountToken": False}
+        api.call("POST", "/api/v1/namespaces/low/pods", {
+            "metadata": {"name": f"{gang}-{rank}", "labels": {"fabricsched.io/gang": gang},
+                         "annotations": {"fabricsched.io/gang-size": str(sizes[gang[4:]]),
+                                         "fabricsched.io/rank": str(rank)}},
+            "spec": spec})
+
+    cl.each(create_low, low)
+    everything = bench.pods_seen() + len(low)
+    cl.wait_for("the low gangs in fabricsched's state", lambda: bench.pods_seen() >= everything,
+                args.timeout, 0.5)
+    cl.namespace(api, "high", args.timeout)
+    baseline = bench.pods_seen()
+    decided: list[float] = []
+    bound_s: list[float] = []
+    passthrough: list[float] = []
+    for turn in range(args.preemption_rounds):
+        log_start = len(bench.operator.log.read_text(errors="replace").splitlines())
+        job = f"h-{turn:03d}"
+        api.call("POST", "/apis/batch/v1/namespaces/high/jobs", {
+            "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": job},
+            "spec": {"parallelism": args.preemption_gang, "completions": args.preemption_gang,
+                     "completionMode": "Indexed", "backoffLimit": 0,
+                     "template": {"metadata": {"annotations": {"fabricsched.io/required-tier": "leaf"}},
+                                  "spec": {**cl.pod_spec("fabricsched", gpus),
+                                           "priorityClassName": HIGH[0]}}}})
+        pods = cl.wait_for("the high gang's pods", lambda: (
+            p if len(p := cl.pods(api, "high")) >= args.preemption_gang else None), args.timeout)
+        passthrough.append(bench.them.call(pods[0], bench.names).seconds)
+        started = time.monotonic()
+        cl.ungate(api, "high", [p["metadata"]["name"] for p in pods])
+        cl.wait_for("the high gang bound", lambda: sum(
+            1 for p in cl.pods(api, "high") if p["spec"].get("nodeName")) >= args.preemption_gang,
+            args.timeout, 0.1)
+        bound_s.append(time.monotonic() - started)
+        lines = bench.operator.log.read_text(errors="replace").splitlines()[log_start:]
+        decided += [float(m.group(1)) / 1000 for line in lines if (m := DECIDED.search(line))]
+        api.request("DELETE", f"/apis/batch/v1/namespaces/high/jobs/{job}", {"propagationPolicy": "Orphan"})
+        cl.each(lambda p: kwok.delete_now(api, "high", p["metadata"]["name"]), cl.pods(api, "high"))
+        cl.wait_for("the high gang gone", lambda: not cl.pods(api, "high"), args.timeout, 0.2)
+        present = {p["metadata"]["name"] for p in cl.pods(api, "low")}
+        cl.each(create_low, [item for item in low if f"{item[0]}-{item[1]}" not in present])
+        # The next gang must find the fabric full in fabricsched's state too.
+        cl.wait_for("the victim back in fabricsched's state", lambda: bench.pods_seen() == baseline, 60, 0.1)
+    bench.result["preemption"] = {
+        "low_gangs": len(leaves), "gang_pods": args.preemption_gang, "gpus_per_pod": gpus,
+        "decision_ms": summary(decided), "bound_ms": summary(bound_s),
+        "passthrough_ms": summary(passthrough)}
+    cl.clean(api, "high")
+    cl.clean(api, "low")
+
