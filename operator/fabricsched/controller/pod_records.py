@@ -14,7 +14,8 @@ from fabricsched.topology import nodes as k8s
 # The conventions the gang key reads (``gangs``): a pod record without the workload labels would
 # key as its child Job, not as the JobSet's gang it was planned in.
 KEPT_LABEL_PREFIXES = gangs.LABEL_PREFIXES
-_KEPT_LABELS = kinds.LEGACY_LABELS
+# And Kueue's: preemption reads them from these records.
+_KEPT_LABELS = kinds.LEGACY_LABELS | kinds.KUEUE_LABELS
 
 
 def requests_extended(body: Mapping[str, Any]) -> bool:

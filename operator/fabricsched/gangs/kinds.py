@@ -73,6 +73,10 @@ LABEL_PREFIXES = (
 Job, not as the gang it was planned in."""
 LEGACY_LABELS = frozenset({"job-name", "controller-uid"})
 """The Job controller's labels before the ``batch.kubernetes.io/`` prefix."""
+KUEUE_LABELS = frozenset({"kueue.x-k8s.io/queue-name", "kueue.x-k8s.io/local-queue-name"})
+"""Pod labels of a Kueue-managed workload (preemption leaves it alone): ``queue-name`` where the
+pod itself was queued, ``local-queue-name`` where Kueue (v0.17 on) labels the pods of every
+workload it admitted; a JobSet's or Job's pods never carry ``queue-name`` themselves."""
 
 
 def named(kind: str) -> WorkloadKind | None:

@@ -22,6 +22,7 @@ from gang_lookups import NOBODY
 
 from builders import make_pod
 from fabricsched import gangs
+from fabricsched.controller import pod_records
 from fabricsched.gangs import keys, kinds, sources
 from fabricsched.topology import nodes
 
@@ -131,3 +132,11 @@ def test_every_label_a_source_reads_is_kept_on_the_states_pod_records() -> None:
     assert labels
     for label in labels:
         assert label.startswith(kinds.LABEL_PREFIXES) or label in kinds.LEGACY_LABELS, label
+
+
+def test_kueues_pod_labels_are_kept_on_the_states_pod_records() -> None:
+    # Preemption reads them from the records to leave Kueue-managed workloads alone.
+    labels = {label: "team" for label in kinds.KUEUE_LABELS} | {"app": "bert"}
+    pod = nodes.PodUsage.from_manifest({"metadata": {"name": "p", "namespace": "ns", "uid": "u",
+                                                     "labels": labels}, "spec": {}, "status": {}})
+    assert set(pod_records.trimmed(pod).labels) == kinds.KUEUE_LABELS

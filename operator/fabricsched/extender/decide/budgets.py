@@ -9,10 +9,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from fabricsched.gangs import kinds
 from fabricsched.topology import nodes, selectors
 
-KUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-"""A pod Kueue admitted: Kueue owns its lifecycle (never a victim unless the flag says so)."""
 OPT_OUT_LABEL = "fabricsched.io/preemption"
 """A namespace labelled with this key and the value ``never`` neither preempts nor is preempted."""
 OPT_OUT_VALUE = "never"
@@ -35,7 +34,9 @@ def opted_out(labels: Mapping[str, str]) -> bool:
 
 
 def kueue_managed(pods: Iterable[nodes.PodUsage]) -> bool:
-    return any(KUEUE_LABEL in p.labels for p in pods)
+    """A pod Kueue admitted (``gangs.kinds.KUEUE_LABELS``): Kueue owns its lifecycle, so it is
+    never a victim unless the flag says so."""
+    return any(label in p.labels for p in pods for label in kinds.KUEUE_LABELS)
 
 
 def protected(pods: Sequence[nodes.PodUsage], budgets: Sequence[Budget]) -> bool:

@@ -32,7 +32,9 @@ def test_a_stale_budget_and_two_budgets_protect() -> None:
 
 
 def test_kueue_and_the_opt_out_label() -> None:
-    assert budgets.kueue_managed([pod("a-0", "a", **{budgets.KUEUE_LABEL: "q"})])
+    assert budgets.kueue_managed([pod("a-0", "a", **{"kueue.x-k8s.io/queue-name": "q"})])
+    # Kueue v0.17 labels the pods of a workload it admitted (a JobSet's, a Job's) so.
+    assert budgets.kueue_managed([pod("b-0", "b", **{"kueue.x-k8s.io/local-queue-name": "team"})])
     assert budgets.opted_out({budgets.OPT_OUT_LABEL: budgets.OPT_OUT_VALUE})
     assert not budgets.opted_out({budgets.OPT_OUT_LABEL: "yes"})
 
