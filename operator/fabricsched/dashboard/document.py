@@ -9,6 +9,7 @@ the DOM as text only.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -293,8 +294,8 @@ def _gang(g: view.GangFacts, fab: fabric.Fabric) -> dict[str, Any]:
         "hosts": sorted({str(h) for h in g.hosts}, key=index.natural_key),
         "path": crossed,
         "uplinks": [e for e in crossed if e.startswith("domain:")],
-        "slowdown": round(g.slowdown, 4),
-        "slowdownAtPlacement": round(g.slowdown_at_placement, 4),
+        "slowdown": _finite(g.slowdown),
+        "slowdownAtPlacement": _finite(g.slowdown_at_placement),
         "degradedPath": g.degraded_path,
         "priority": g.priority,
         "constraints": _constraints(g, fab),
@@ -358,3 +359,8 @@ def _pending(p: view.PendingFacts) -> dict[str, Any]:
         "message": _short(p.message, 1024),
         "since": p.since,
     }
+
+
+def _finite(slowdown: float) -> float | None:
+    """A gang over a down element has an infinite slowdown: JSON has no infinity, the page shows "-"."""
+    return round(slowdown, 4) if math.isfinite(slowdown) else None
