@@ -236,9 +236,9 @@ def test_kill_9_while_a_jobset_gang_is_half_bound_leaves_no_split_gang_and_no_ov
 
 # --- a crash-looping rank ---------------------------------------------------------------------
 
-def gang_pod(name: str, rank: int) -> dict[str, Any]:
+def gang_pod(name: str, rank: int, pod_name: str = "") -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": f"{name}-{rank}", "labels": {"fabricsched.io/gang": name},
+            "metadata": {"name": pod_name or f"{name}-{rank}", "labels": {"fabricsched.io/gang": name},
                          "annotations": {"fabricsched.io/gang-size": "2", "fabricsched.io/rank": str(rank)}},
             "spec": trainer_spec(8)}
 
@@ -255,14 +255,22 @@ def test_a_rank_failing_and_recreated_100_times_costs_a_bounded_number_of_events
     events_before = len(kit.operator_events(fabric, ns))
     with kit.WriteCounter(fabric, ns) as writes:
         started = time.monotonic()
-        for _ in range(RECREATIONS):
-            kit.fail(fabric, ns, "loop-1")
-            kwok.delete_now(fabric.api, ns, "loop-1")
-            wait_for("loop-1 gone", lambda: fabric.api.request("GET", f"{pods}/loop-1")[0] == 404,
+        # Each replacement has a name of its own, as a Job controller's pods do (`<job>-<index>-<random>`):
+        # with the name reused, one CI run saw the replacement gone (404) right after its POST: something
+        # acting on the old pod by name (not found which) deleted the new one.
+        previous = "loop-1"
+        for attempt in range(RECREATIONS):
+            kit.fail(fabric, ns, previous)
+            kwok.delete_now(fabric.api, ns, previous)
+            gone = previous
+            wait_for(f"{gone} gone", lambda: fabric.api.request("GET", f"{pods}/{gone}")[0] == 404,
                      interval=0.02)
-            fabric.api.call("POST", pods, gang_pod("loop", 1))
-            wait_for("loop-1 bound again",
-                     lambda: fabric.api.call("GET", f"{pods}/loop-1")["spec"].get("nodeName"), interval=0.02)
+            previous = f"loop-1-{attempt}"
+            fabric.api.call("POST", pods, gang_pod("loop", 1, previous))
+            replacement = previous
+            wait_for(f"{replacement} bound",
+                     lambda: fabric.api.call("GET", f"{pods}/{replacement}")["spec"].get("nodeName"),
+                     interval=0.02)
         elapsed = time.monotonic() - started
         wait_for("the last writes seen", lambda: fabric.placement(ns, "loop"))
         holds_for("writes settle", lambda: True, 3)
