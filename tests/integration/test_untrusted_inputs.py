@@ -262,14 +262,13 @@ def test_a_rank_failing_and_recreated_100_times_costs_a_bounded_number_of_events
         for attempt in range(RECREATIONS):
             kit.fail(fabric, ns, previous)
             kwok.delete_now(fabric.api, ns, previous)
-            gone = previous
-            wait_for(f"{gone} gone", lambda: fabric.api.request("GET", f"{pods}/{gone}")[0] == 404,
+            wait_for(f"{previous} gone",
+                     lambda gone=previous: fabric.api.request("GET", f"{pods}/{gone}")[0] == 404,
                      interval=0.02)
             previous = f"loop-1-{attempt}"
             fabric.api.call("POST", pods, gang_pod("loop", 1, previous))
-            replacement = previous
-            wait_for(f"{replacement} bound",
-                     lambda: fabric.api.call("GET", f"{pods}/{replacement}")["spec"].get("nodeName"),
+            wait_for(f"{previous} bound",
+                     lambda new=previous: fabric.api.call("GET", f"{pods}/{new}")["spec"].get("nodeName"),
                      interval=0.02)
         elapsed = time.monotonic() - started
         wait_for("the last writes seen", lambda: fabric.placement(ns, "loop"))

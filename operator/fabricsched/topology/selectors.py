@@ -48,8 +48,10 @@ class Selector:
         return all(r.matches(labels) for r in self.requirements)
 
     def __str__(self) -> str:
-        if not self.requirements:
-            return "<all nodes>"
+        return self.query() or "<all nodes>"
+
+    def query(self) -> str:
+        """The selector in the API's ``labelSelector`` syntax ("" selects everything)."""
         parts = []
         for r in self.requirements:
             if r.operator in ("In", "NotIn"):

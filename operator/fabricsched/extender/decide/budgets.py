@@ -27,6 +27,17 @@ class Budget:
     disruptions_allowed: int
     current: bool
     """``status.observedGeneration`` equals ``metadata.generation``: the status is about this spec."""
+    covered: frozenset[str] | None = None
+    """The names of the pods the API server lists for the selector. The pod records keep only the
+    gang conventions' labels, so a budget selecting on ``app`` cannot be matched against them;
+    None: match the selector against the labels at hand."""
+
+    def covers(self, pod: nodes.PodUsage) -> bool:
+        if self.selector is None:
+            return False
+        if self.covered is not None:
+            return pod.name in self.covered
+        return self.selector.matches(pod.labels)
 
 
 def opted_out(labels: Mapping[str, str]) -> bool:
@@ -45,7 +56,7 @@ def protected(pods: Sequence[nodes.PodUsage], budgets: Sequence[Budget]) -> bool
     two budgets is always protected (the Eviction API refuses it)."""
     covering: dict[str, int] = {}
     for pod in pods:
-        over = [b for b in budgets if b.selector is not None and b.selector.matches(pod.labels)]
+        over = [b for b in budgets if b.covers(pod)]
         if len(over) > 1:
             return True
         for budget in over:

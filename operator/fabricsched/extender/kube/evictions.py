@@ -8,7 +8,9 @@ Each call is one request in a worker thread, bounded in time, through ``ports.er
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
+import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -22,10 +24,19 @@ from fabricsched.extender.decide import budgets
 from fabricsched.ports import errors
 from fabricsched.topology import selectors
 
+logger = logging.getLogger(__name__)
+Budget = budgets.Budget
+
 NAMESPACE_TTL_S = 30.0
 """How long a namespace's labels are kept (the opt-out label changes rarely)."""
 MAX_BUDGETS = 1000
 """Most budgets read in one namespace (more: the rest protect nothing, and a warning says so)."""
+MAX_COVERED = 5000
+"""Most pods listed for one budget's selector; a budget selecting more is taken to cover every pod
+of its namespace (it protects rather than exposes)."""
+COVERED_BUDGETS = 50
+"""Budgets of one namespace whose pods are listed; past them, each covers every pod."""
+_METADATA_ONLY = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
 
 
 class ApiPreemptionCalls:
@@ -43,10 +54,30 @@ class ApiPreemptionCalls:
             limit=MAX_BUDGETS, _request_timeout=self._timeout_s, _preload_content=False,
         )
         try:
-            return budgets_of(parsing.mapping(json.loads(listed.data), "PodDisruptionBudgetList"))
+            found = budgets_of(parsing.mapping(json.loads(listed.data), "PodDisruptionBudgetList"))
         except (ValueError, AttributeError) as e:  # parsing.Invalid is a ValueError
             message = f"unreadable PodDisruptionBudgets of {namespace}: {e}"
             raise errors.ApiError(message[: errors.MAX_DETAIL]) from e
+        return [await self._with_pods(namespace, b) if i < COVERED_BUDGETS else _everything(b)
+                for i, b in enumerate(found)]
+
+    async def _with_pods(self, namespace: str, budget: Budget) -> Budget:
+        """The budget with the pods its selector lists (names only: metadata, not the pods)."""
+        if budget.selector is None:
+            return budget
+        try:
+            listed: Any = await asyncio.to_thread(
+                errors.call, self._core.list_namespaced_pod, namespace,
+                label_selector=budget.selector.query(), limit=MAX_COVERED,
+                _request_timeout=self._timeout_s, _preload_content=False,
+                _headers={"Accept": _METADATA_ONLY},
+            )
+            names = _pod_names(parsing.mapping(json.loads(listed.data), "PodList"))
+        except (errors.ApiError, ValueError, AttributeError) as e:
+            logger.warning("cannot list the pods of budget %s/%s (taken to cover every pod): %s",
+                           namespace, budget.name, str(e)[: errors.MAX_DETAIL])
+            return _everything(budget)
+        return _everything(budget) if names is None else dataclasses.replace(budget, covered=names)
 
     async def namespace_labels(self, namespace: str) -> Mapping[str, str]:
         now = self._clock()
@@ -98,6 +129,24 @@ def budgets_of(listed: Mapping[str, Any]) -> list[budgets.Budget]:
             current=_int(status.get("observedGeneration"), -1) == _int(metadata.get("generation"), -2),
         ))
     return out
+
+
+def _pod_names(listed: Mapping[str, Any]) -> frozenset[str] | None:
+    """The names in a pod list; None when the list is cut (more than ``MAX_COVERED``)."""
+    if parsing.mapping(listed.get("metadata") or {}, "metadata").get("continue"):
+        return None
+    names = set()
+    for raw in parsing.sequence(listed.get("items") or [], "items")[:MAX_COVERED]:
+        metadata = parsing.mapping(parsing.mapping(raw, "items[]").get("metadata"), "metadata")
+        names.add(parsing.string(metadata.get("name"), "metadata.name")[:253])
+    return frozenset(names)
+
+
+def _everything(budget: budgets.Budget) -> budgets.Budget:
+    """The budget taken to select every pod of its namespace (what it selects is not known)."""
+    if budget.selector is None:
+        return budget
+    return dataclasses.replace(budget, selector=selectors.Selector(), covered=None)
 
 
 def _selector(raw: object) -> selectors.Selector | None:

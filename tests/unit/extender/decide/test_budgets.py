@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from fabricsched.extender.decide import budgets
 from fabricsched.extender.kube import evictions
 from fabricsched.topology import nodes
@@ -44,3 +46,34 @@ def test_priority_is_read_bounded_from_the_pod() -> None:
                 "spec": {"priority": 10**12, "preemptionPolicy": "Never"}, "status": {}}
     read = nodes.PodUsage.from_manifest(manifest)
     assert (read.priority, read.preemption_policy) == (nodes.PRIORITY_BOUND, nodes.NEVER)
+
+
+def test_a_budget_covers_the_pods_the_api_server_listed_for_it() -> None:
+    # The pod records keep no ``app`` label: the names listed for the selector decide.
+    (read,) = evictions.budgets_of({"items": [pdb("one", "a", 1)]})
+    listed = dataclasses.replace(read, covered=frozenset({"a-0", "a-1"}))
+    gang = [pod(f"a-{i}", "x") for i in range(2)]
+    assert budgets.protected(gang, [listed])
+    assert not budgets.protected([pod("b-0", "a")], [listed])
+
+
+def test_pod_names_of_a_list_and_a_cut_list() -> None:
+    names = evictions._pod_names({"items": [{"metadata": {"name": "a-0"}}, {"metadata": {"name": "a-1"}}]})
+    assert names == frozenset({"a-0", "a-1"})
+    assert evictions._pod_names({"metadata": {"continue": "token"}, "items": []}) is None
+    # Unknown what a budget selects: it is taken to select every pod.
+    (read,) = evictions.budgets_of({"items": [pdb("one", "a", 0)]})
+    assert budgets.protected([pod("z-0", "z")], [evictions._everything(read)])
+
+
+def test_a_selector_in_the_api_syntax() -> None:
+    (read,) = evictions.budgets_of({"items": [{
+        "metadata": {"name": "q", "generation": 1},
+        "spec": {"selector": {"matchLabels": {"app": "web"}, "matchExpressions": [
+            {"key": "tier", "operator": "NotIn", "values": ["b", "a"]},
+            {"key": "x", "operator": "DoesNotExist"}]}},
+        "status": {"disruptionsAllowed": 0, "observedGeneration": 1}}]})
+    assert read.selector is not None
+    assert read.selector.query() == "app in (web),tier notin (a,b),!x"
+    assert evictions._everything(read).selector is not None
+    assert evictions._everything(read).selector.query() == ""  # type: ignore[union-attr]
