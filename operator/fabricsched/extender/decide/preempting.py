@@ -356,8 +356,9 @@ class GangPreemption:
         record = preempted.PreemptedRecord(gang.display, priority, domain, now)
         evicted = 0
         for victim in victims:
-            self._release_victim(victim, record)
             done = await self._evict_pods(pods_of[victim.key], record)
+            if done:  # a victim whose eviction was refused outright keeps its placement
+                self._release_victim(victim, record)
             evicted += done == len(victim.pod_uids)
             if done < len(victim.pod_uids):
                 # A refusal (a budget's 429, a failure) ends the round: what was evicted stays
