@@ -47,6 +47,12 @@ def excerpt(value: object, limit: int = EXCERPT_CHARS) -> str:
     return repr(clean)
 
 
+def printable(text: str, max_bytes: int) -> str:
+    """``text`` cut as ``truncate`` does, what cannot be printed (control, bidi) shown as "?":
+    for text a view echoes (a status reason, an Event). Cut first, so the cost stays bounded."""
+    return "".join(c if c.isprintable() else "?" for c in truncate(text, max_bytes))
+
+
 def truncate(text: str, max_bytes: int) -> str:
     """``text`` cut to at most ``max_bytes`` bytes of UTF-8, ending in an ellipsis when cut.
 

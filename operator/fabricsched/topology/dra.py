@@ -315,4 +315,4 @@ def _reason(taint: Taint, device: Device, nic: str) -> str:
             f"{device.name} (NIC {nic})")
     # A NIC name is any 64 characters the API server admits (control, bidi, markup): every view
     # shows the reason, so what cannot be printed becomes "?" (cut first: the cost stays bounded).
-    return "".join(c if c.isprintable() else "?" for c in parsing.truncate(text, REASON_CHARS))
+    return parsing.printable(text, REASON_CHARS)

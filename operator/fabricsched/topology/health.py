@@ -20,6 +20,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+from fabricsched import parsing
 from fabricsched.api import topology as api
 from fabricsched.topology import fabric, nodes, nvsentinel, rails
 
@@ -130,6 +131,11 @@ class HealthChange:
         reasons = "; ".join(f"{o.source}: {o.reason}" for o in self.sources if o.reason)
         return f"{text}: {reasons}" if reasons else text
 
+
+REASON_BYTES = 300
+"""Bound on a node condition's reason (the status shows it, Events repeat it)."""
+MAX_FINDINGS_KEPT = 8
+"""Findings an element's record keeps per layer (observed, spec.links), the worst first."""
 
 _Level = tuple[fabric.HealthState, float]
 _HEALTHY: _Level = (fabric.HealthState.HEALTHY, 1.0)
@@ -292,7 +298,10 @@ class HealthTracker:
                     continue
                 found.append(obs)
                 level = _worst(level, (obs.state, self._capacity(obs)))
-        return level, tuple(found)
+        # The level reads every finding; the record keeps the worst few (stable: source order within a
+        # state), so a node with hundreds of conditions or rules firing cannot grow the status.
+        found.sort(key=lambda o: -fabric.severity(o.state))
+        return level, tuple(found[:MAX_FINDINGS_KEPT])
 
     def _capacity(self, obs: Observation) -> float:
         if obs.state is fabric.HealthState.DOWN:
@@ -379,7 +388,8 @@ def observations_from_node(spec: api.FabricTopologySpec, node: nodes.NodeInfo) -
     for ctype in spec.health.node_conditions:
         cond = node.conditions.get(ctype)
         if cond is not None and cond.status == "True" and not nvsentinel.handles(ctype, presets):
-            reason = f"{ctype}: {cond.message or cond.reason}".rstrip(": ")
+            # A condition's message is any text its writer chose: bounded, printable.
+            reason = parsing.printable(f"{ctype}: {cond.message or cond.reason}".rstrip(": "), REASON_BYTES)
             found.append(Observation(element, fabric.HealthState.DEGRADED, None, "condition", reason))
     if presets:
         found += _preset_observations(spec, node)

@@ -98,6 +98,16 @@ def test_sources_merge_worst_state_lowest_capacity_all_sources() -> None:
     assert t.update(5.0, "spec.links", []) == []
 
 
+def test_a_record_keeps_the_worst_few_findings_and_the_level_reads_all() -> None:
+    t = tracker()
+    many = [obs(H.DEGRADED, 0.9, reason=f"condition {i}") for i in range(300)]
+    t.update(0.0, "condition", [*many, obs(H.DOWN, reason="the last one is down")])
+    record = t.effective()[NODE]
+    assert (record.state, record.capacity) == (H.DOWN, 0.0)
+    assert len(record.sources) == health.MAX_FINDINGS_KEPT
+    assert [o.reason for o in record.sources[:2]] == ["the last one is down", "condition 0"]
+
+
 def test_link_removal_during_an_observed_hold_keeps_the_observed_level() -> None:
     t = tracker()
     t.update(0.0, "spec.links", [obs(H.DOWN, None, "spec.links", LEAF, "cordoned")])
@@ -203,3 +213,11 @@ def test_a_host_and_its_rails_update_together() -> None:
     assert [c.element for c in t.update(0.0, "condition", found)] == [whole, rail]
     leaf = health.ElementId.domain("leaf", "l1")
     assert sorted([rail, leaf, whole]) == [leaf, whole, rail], "the host before its rails"
+
+
+def test_a_condition_message_is_bounded_and_printable(two_tier: api.FabricTopologySpec) -> None:
+    message = "\u202eevil\x1b[31m" + "x" * 100_000
+    node = builders.make_node("gpu-1").gpus(8).condition("FabricLinkDegraded", True, message).info()
+    (found,) = health.observations_from_node(two_tier, node)
+    assert len(found.reason.encode()) <= health.REASON_BYTES
+    assert found.reason.startswith("FabricLinkDegraded: ?evil?[31m")
