@@ -12,6 +12,7 @@ outlives the facts it was made from.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -25,7 +26,23 @@ _HEALTHY = fabric.HealthState.HEALTHY
 
 
 def compact(value: object) -> str:
-    return json.dumps(value, separators=(",", ":"), allow_nan=False)
+    """``value`` as JSON; a non-finite number anywhere (JSON has none: an infinite slowdown, a
+    NaN measurement) is written ``null``, which the page shows as "-". The walk that replaces
+    them runs only when one is there."""
+    try:
+        return json.dumps(value, separators=(",", ":"), allow_nan=False)
+    except ValueError:
+        return json.dumps(_finite(value), separators=(",", ":"), allow_nan=False)
+
+
+def _finite(value: object) -> object:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
 
 
 def health_of(state: fabric.HealthState, capacity: float, rows: Iterable[Row]) -> Row | None:

@@ -7,10 +7,9 @@ has ``<``, ``>`` and ``&`` escaped, so no name in it can close that block.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from fabricsched.dashboard import assets, document, view
+from fabricsched.dashboard import assets, document, fragments, view
 
 _STYLE_LINK = '<link rel="stylesheet" href="/static/style.css">'
 _SCRIPT_TAG = '<script src="/static/app.js"></script>'
@@ -18,7 +17,7 @@ _SCRIPT_TAG = '<script src="/static/app.js"></script>'
 
 def embed(doc: Any) -> str:
     """``doc`` as JSON safe inside a script element."""
-    text = json.dumps(doc, separators=(",", ":"), allow_nan=False)
+    text = fragments.compact(doc)
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 

@@ -13,7 +13,7 @@ from dashboard_builders import T0, demo_facts, gang_on, record
 from fabricsched import ids
 from fabricsched.api import topology as api
 from fabricsched.cluster import samples
-from fabricsched.dashboard import document, view
+from fabricsched.dashboard import document, fragments, view
 from fabricsched.topology import building, fabric, health, nodes
 
 
@@ -135,3 +135,9 @@ def test_random_changes_never_leave_a_stale_fragment() -> None:
             facts = rebuilt(facts, dict(facts.health), drop=rng.choice(["", rng.choice(names)]))
         snap = view.PageSnapshot([facts], [g for g in gangs if set(g.hosts) <= set(facts.fabric.hosts)])
         assert kept(snap, rows) == fresh(snap), f"stale after step {step} (change {kind})"
+
+
+def test_compact_writes_non_finite_numbers_as_null() -> None:
+    doc = {"a": 1.5, "b": [float("inf"), {"c": float("nan")}], "d": (2, -float("inf"))}
+    assert fragments.compact(doc) == '{"a":1.5,"b":[null,{"c":null}],"d":[2,null]}'
+    assert fragments.compact({"a": 1.0}) == '{"a":1.0}'
