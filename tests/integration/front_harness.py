@@ -57,7 +57,7 @@ def _ready(served: Served) -> bool:
 def serving(cluster: Cluster, repo_root: Path, log_dir: Path, extra: Sequence[str] = ()) -> Iterator[Served]:
     """``fabricsched run`` with the webhook, the page and a labelled namespace, until the end."""
     cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(repo_root / "crds"))
-    cluster.kubectl("wait", "--for=condition=Established", "--timeout=30s", "-f", str(repo_root / "crds"))
+    cluster.kubectl("wait", "--for=condition=Established", "--timeout=120s", "-f", str(repo_root / "crds"))
     webhook_port, health_port, extender_port, dashboard_port = processes.free_ports(4)
     registration = admission.register(cluster.dir, cluster.api, f"https://127.0.0.1:{webhook_port}")
     log = log_dir / "fabricsched-run.log"

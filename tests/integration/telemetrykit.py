@@ -40,7 +40,7 @@ LEAF_RULE = {
 def apply_crds(cluster: Cluster, repo_root: Path) -> None:
     cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(repo_root / "crds"))
     for crd in (api.PLURAL, placement_api.PLURAL):
-        cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", f"crd/{crd}.{api.GROUP}")
+        cluster.kubectl("wait", "--for=condition=Established", "--timeout=120s", f"crd/{crd}.{api.GROUP}")
 
 
 def topology_manifest(name: str, selector: dict[str, str], prometheus_url: str) -> dict[str, Any]:

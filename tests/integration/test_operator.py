@@ -109,7 +109,7 @@ class Operator:
 @pytest.fixture(scope="module")
 def crds(cluster: Any, repo_root: Path) -> None:
     cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(repo_root / "crds"))
-    cluster.kubectl("wait", "--for=condition=Established", "--timeout=30s",
+    cluster.kubectl("wait", "--for=condition=Established", "--timeout=120s",
                     f"crd/{api.PLURAL}.{api.GROUP}")
 
 
