@@ -153,20 +153,22 @@ def _ready(port: int) -> bool:
         return False
 
 
-def launch(plane: controlplane.ControlPlane, name: str, argv: Sequence[str], health_port: int,
-           timeout: float = 90.0) -> Controller:
-    """``argv`` running against ``plane`` (its kubeconfig in $KUBECONFIG), once its health
-    endpoint answers ready; the process is stopped again when it does not in ``timeout``."""
+def launch(plane: controlplane.ControlPlane, name: str, argv: Sequence[str], health_port: int | None,
+           timeout: float = 90.0, probe: Callable[[], bool] | None = None,
+           env: Mapping[str, str] | None = None) -> Controller:
+    """``argv`` running against ``plane`` (its kubeconfig in $KUBECONFIG, and ``env``), once
+    its health endpoint on 127.0.0.1:``health_port`` answers ready, or ``probe`` holds for a
+    controller without one; the process is stopped again when it is not ready in ``timeout``."""
     layout = components.Layout(plane.dir)
-    env = {"KUBECONFIG": str(plane.kubeconfig)}
-    process, record = processes.start(name, list(argv), layout.log(name), env)
+    environment = {"KUBECONFIG": str(plane.kubeconfig), **(env or {})}
+    process, record = processes.start(name, list(argv), layout.log(name), environment)
     controller = Controller(name, plane, process, record)
 
     def ready() -> bool:
         if not processes.is_alive(record):
             raise errors.ComponentFailed(f"{name} exited; last lines of {record.log}:\n"
                                          f"{processes.log_tail(record.log, 40)}")
-        return _ready(health_port)
+        return probe() if probe is not None else health_port is not None and _ready(health_port)
 
     try:
         wait_for(f"{name} ready", ready, timeout=timeout)

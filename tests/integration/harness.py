@@ -32,7 +32,7 @@ import pytest
 from clusterkit import find_binaries_or_skip, install_crds, new_namespace, stop_process
 from waiting import wait_for
 
-from fabricsched.cluster import commands, controlplane, kwok, nodes, processes, rest, samples
+from fabricsched.cluster import admission, commands, controlplane, kwok, nodes, processes, rest, samples
 
 REPO = Path(__file__).resolve().parents[2]
 TOPOLOGY = "ib-test"
@@ -305,10 +305,13 @@ def fabric_cluster(
     recover_after_s: int | None = 0,
     dashboard: bool = False,
     kind: Callable[[controlplane.ControlPlane, rest.Client, Operator], F] = Fabric,  # type: ignore[assignment]
+    webhook: bool = False,
 ) -> Iterator[F]:
     """``plane_with_fabricsched`` with its fabric and the operator running: the sample fabric of
     ``shape`` (links all healthy) or, with ``demo``, the demo fabric with its degraded links; the
-    FabricTopology ``topology`` over it, ``recoverAfterSeconds`` set unless None."""
+    FabricTopology ``topology`` over it, ``recoverAfterSeconds`` set unless None; with
+    ``webhook``, the namespace opt-in webhook registered (``cluster up``'s way, on a free
+    loopback port) and served by the operator."""
     with plane_with_fabricsched(root, operator_args, dashboard, kind) as fabric:
         spines, leaves, hosts = shape
         fabric.add_nodes(samples.demo_nodes() if demo
@@ -320,5 +323,8 @@ def fabric_cluster(
         if recover_after_s is not None:
             manifest["spec"]["health"] = {"recoverAfterSeconds": recover_after_s}
         fabric.add_topology(manifest)
+        if webhook:
+            url = f"https://127.0.0.1:{processes.free_ports(1)[0]}"
+            fabric.operator.args += admission.register(fabric.plane.dir, fabric.api, url).run_flags()
         fabric.operator.start()
         yield fabric

@@ -14,11 +14,10 @@ so the loopback URLs verify; the configurations and CRDs are created with the sa
 from __future__ import annotations
 
 import base64
-import datetime
-import ipaddress
 from pathlib import Path
 from typing import Any
 
+import rotatorcerts
 import yaml
 from controllerkit import (
     Controller,
@@ -30,10 +29,6 @@ from controllerkit import (
     register,
     unregister,
 )
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from fabricsched.cluster import controlplane, processes, rest
 
@@ -48,51 +43,15 @@ FRAMEWORKS = ["batch/job", "jobset.x-k8s.io/jobset"]
 WEBHOOK_GROUPS = {"kueue.x-k8s.io", "jobset.x-k8s.io", "batch"}
 CONVERTED = ("clusterqueues", "localqueues", "workloads", "resourceflavors", "cohorts", "multikueueclusters")
 """The CRDs whose conversion webhook Kueue's rotator fills in (it needs one on each)."""
-_VALIDITY = datetime.timedelta(days=400)  # the rotator renews anything expiring within 90 days
 
 
 def kueue_version() -> str:
     return pinned("kueue", MODULE)
 
 
-def _pem(cert: x509.Certificate) -> bytes:
-    return cert.public_bytes(serialization.Encoding.PEM)
-
-
-def _key_pem(key: rsa.RSAPrivateKey) -> bytes:
-    # PKCS#1 RSA: the rotator parses its keys with x509.ParsePKCS1PrivateKey.
-    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL,
-                             serialization.NoEncryption())
-
-
-def _certificate(subject: str, issuer: x509.Name | None, signer: rsa.RSAPrivateKey,
-                 key: rsa.RSAPrivateKey, sans: list[x509.GeneralName], ca: bool) -> x509.Certificate:
-    now = datetime.datetime.now(datetime.UTC)
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)])
-    builder = (x509.CertificateBuilder().subject_name(name).issuer_name(issuer or name)
-               .public_key(key.public_key()).serial_number(x509.random_serial_number())
-               .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + _VALIDITY)
-               .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
-               .add_extension(x509.SubjectAlternativeName(sans), critical=False))
-    if not ca:
-        usage = x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH])
-        builder = builder.add_extension(usage, critical=False)
-    return builder.sign(signer, hashes.SHA256())
-
-
 def issue_secret_data() -> dict[str, bytes]:
     """ca.crt/ca.key/tls.crt/tls.key as Kueue's rotator keeps them (see the module docstring)."""
-    ca_key, key = (rsa.generate_private_key(public_exponent=65537, key_size=2048) for _ in range(2))
-    ca = _certificate("kueue-ca", None, ca_key, ca_key, [x509.DNSName("kueue-ca")], ca=True)
-    server = _certificate(f"{SERVICE}.{NAMESPACE}.svc", ca.subject, ca_key, key,
-                          [x509.DNSName(f"{SERVICE}.{NAMESPACE}.svc"),
-                           x509.IPAddress(ipaddress.ip_address("127.0.0.1"))], ca=False)
-    return {"ca.crt": _pem(ca), "ca.key": _key_pem(ca_key), "tls.crt": _pem(server), "tls.key": _key_pem(key)}
-
-
-def _secret(data: dict[str, bytes]) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": SECRET, "namespace": NAMESPACE},
-            "type": "Opaque", "data": {k: base64.b64encode(v).decode() for k, v in data.items()}}
+    return rotatorcerts.issue("kueue-ca", f"{SERVICE}.{NAMESPACE}.svc")
 
 
 def _install_crds(api: rest.Client, crd_dir: Path, port: int, ca: bytes) -> None:
@@ -145,7 +104,8 @@ def start(plane: controlplane.ControlPlane) -> Controller:
         status, body = api.request("POST", "/api/v1/namespaces", {"metadata": {"name": NAMESPACE}})
         assert status in (201, 409), body
         api.request("DELETE", f"/api/v1/namespaces/{NAMESPACE}/secrets/{SECRET}")
-        api.call("POST", f"/api/v1/namespaces/{NAMESPACE}/secrets", _secret(data))
+        api.call("POST", f"/api/v1/namespaces/{NAMESPACE}/secrets",
+                 rotatorcerts.secret(SECRET, NAMESPACE, data))
         _install_crds(api, folder / "bases", webhook_port, data["ca.crt"])
         # Registered before Kueue starts: its rotator waits until it has put the CA into them.
         configurations = loopback_webhooks(

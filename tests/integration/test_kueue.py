@@ -5,9 +5,19 @@ A ClusterQueue of 32 GPUs (one leaf) admits one 4 x 8-GPU JobSet at a time: the 
 admitted and placed in one leaf, the second stays suspended with no pod and no FabricPlacement
 until the first finishes (its pods are marked Succeeded through kwok), then is placed in turn.
 A JobSet of a higher WorkloadPriorityClass makes Kueue evict the running one: its
-FabricPlacement is released and its GPUs free as soon as its pods are gone. The namespace
-opt-in webhook (fabricsched's, in the front process) and Kueue's JobSet webhooks act on the
-same objects: a template naming no scheduler still lands with fabricsched once admitted.
+FabricPlacement is released and its GPUs free as soon as its pods are gone.
+
+fabricsched's own preemption leaves a Kueue-admitted JobSet alone (its pods carry Kueue's
+``kueue.x-k8s.io/local-queue-name``): an urgent gang (a PriorityClass of 1000, no queue) with the
+rest of the fabric taken at its own priority waits, and says why on its Pending FabricPlacement
+(reason ``PreemptionBlocked``); its pods show only the kube-scheduler's "Insufficient
+nvidia.com/gpu", the extender never being asked while every GPU is taken.
+
+The module's operator serves the namespace opt-in webhook (registered as ``cluster up`` does):
+in a labelled namespace, Kueue's JobSet webhook suspends a JobSet whose template names no
+scheduler, and fabricsched's pod webhook names fabricsched on the pods made once Kueue admits
+it; the pods carry both (the scheduler name, Kueue's queue label) and land as one gang.
+Kueue's own pod webhooks (its plain-pod integration) are not registered here.
 """
 
 from __future__ import annotations
@@ -16,13 +26,15 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import harness
 import kueuekit
 import pytest
 from controllerkit import Controller
 from harness import Fabric, trainer_spec
 from waiting import holds_for, wait_for
 
-from fabricsched.cluster import jobset, kwok
+from fabricsched.api import admission
+from fabricsched.cluster import jobset, kwok, rest
 
 pytestmark = pytest.mark.integration
 
@@ -30,6 +42,14 @@ JOBSETS = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/{ns}/jobsets"
 PLACEMENTS = "/apis/fabricsched.io/v1alpha1/namespaces/{ns}/fabricplacements"
 PRIORITIES = "/apis/kueue.x-k8s.io/v1beta2/workloadpriorityclasses"
 RANKS, GPUS = 4, 8
+
+
+@pytest.fixture(scope="module")
+def fabric(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fabric]:
+    """The usual sample fabric, its operator serving the namespace opt-in webhook too."""
+    root = tmp_path_factory.mktemp("kueue-cluster")
+    with harness.fabric_cluster(root, kind=Fabric, webhook=True) as cluster:
+        yield cluster
 
 
 @pytest.fixture(scope="module")
@@ -59,16 +79,18 @@ def queue(fabric: Fabric, ns: str, kueue: Controller) -> Iterator[str]:
 
 
 def submit(fabric: Fabric, ns: str, name: str, queue: str, priority: str | None = None,
-           spec: dict[str, Any] | None = None) -> None:
+           spec: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The JobSet as the API server stored it (after the admission webhooks)."""
     labels = {kueuekit.QUEUE_LABEL: queue}
     if priority:
         labels["kueue.x-k8s.io/priority-class"] = priority
     job = {"parallelism": RANKS, "completions": RANKS, "completionMode": "Indexed", "backoffLimit": 0,
            "template": {"spec": spec or trainer_spec(GPUS)}}
-    fabric.api.call("POST", JOBSETS.format(ns=ns), {
+    created: dict[str, Any] = fabric.api.call("POST", JOBSETS.format(ns=ns), {
         "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
         "metadata": {"name": name, "labels": labels},
         "spec": {"replicatedJobs": [{"name": "node", "replicas": 1, "template": {"spec": job}}]}})
+    return created
 
 
 def suspended(fabric: Fabric, ns: str, name: str) -> bool:
@@ -172,3 +194,86 @@ def test_a_jobset_kueue_evicts_releases_its_placement_and_gpus_at_once(
             fabric.api.request("DELETE", JOBSETS.format(ns=ns) + f"/{kind}")
         for name in priorities:
             fabric.api.request("DELETE", f"{PRIORITIES}/{name}")
+
+
+PRIORITY_CLASSES = "/apis/scheduling.k8s.io/v1/priorityclasses"
+
+
+def test_fabricscheds_preemption_leaves_a_kueue_admitted_jobset_alone(
+    fabric: Fabric, ns: str, queue: str,
+) -> None:
+    urgent = f"urgent-{ns}"
+    fabric.api.call("POST", PRIORITY_CLASSES, {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                                               "metadata": {"name": urgent}, "value": 1000})
+    try:
+        submit(fabric, ns, "admitted", queue)  # priority 0, admitted by Kueue
+        admitted = placed(fabric, ns, "admitted")
+        one_gang_in_one_leaf(fabric, ns, "admitted", admitted)
+        kept = {p["metadata"]["uid"] for p in pods_of(fabric, ns, "admitted")}
+        # Kueue v0.17 labels the pods of a workload it admitted with their LocalQueue.
+        assert all((p["metadata"].get("labels") or {}).get("kueue.x-k8s.io/local-queue-name") == queue
+                   for p in pods_of(fabric, ns, "admitted"))
+        # The other three leaves taken at the urgent priority (no queue: Kueue ignores them).
+        for name in ("fill-a", "fill-b", "fill-c"):
+            fabric.job(ns, name, RANKS, placement={"priorityClassName": urgent})
+            fabric.placed(ns, name, RANKS)
+        # An urgent gang fits nowhere; the only lower-priority workload is Kueue's.
+        fabric.job(ns, "urgent", RANKS, placement={"priorityClassName": urgent})
+
+        def blocked() -> str | None:
+            found = fabric.placement(ns, "urgent")
+            for condition in ((found or {}).get("status") or {}).get("conditions") or ():
+                if condition.get("reason") == "PreemptionBlocked":
+                    return str(condition.get("message"))
+            return None
+        message = wait_for("urgent's FabricPlacement PreemptionBlocked", blocked, timeout=30)
+        assert "only protected victims: 1 lower-priority workloads are protected (1 managed by Kueue)" \
+            in message, message
+
+        def untouched() -> bool:
+            live = pods_of(fabric, ns, "admitted")
+            urgent_pods = [p for p in fabric.pods(ns)
+                           if (p["metadata"].get("labels") or {}).get("job-name") == "urgent"]
+            return ({p["metadata"]["uid"] for p in live} == kept
+                    and all(p["status"].get("phase") == "Running" for p in live)
+                    and not any(p["spec"].get("nodeName") for p in urgent_pods))
+        holds_for("Kueue's pods running, the urgent gang unbound", untouched, seconds=5)
+        assert placement_phase(fabric, ns, "admitted") == "Bound"
+        # The reason is on the FabricPlacement only: with every GPU taken the kube-scheduler's
+        # own resource filter rejects each node before the extender is asked, so the pods
+        # show just that.
+        pod = next(p for p in fabric.pods(ns)
+                   if (p["metadata"].get("labels") or {}).get("job-name") == "urgent")
+        scheduled = next(c for c in pod["status"]["conditions"] if c["type"] == "PodScheduled")
+        assert "Insufficient nvidia.com/gpu" in scheduled["message"] and "Kueue" not in scheduled["message"]
+    finally:
+        fabric.api.request("DELETE", JOBSETS.format(ns=ns) + "/admitted")
+        fabric.api.request("DELETE", f"{PRIORITY_CLASSES}/{urgent}")
+
+
+def test_the_opt_in_webhook_and_kueues_webhooks_act_on_the_same_jobset_and_its_pods(
+    fabric: Fabric, ns: str, queue: str,
+) -> None:
+    opt_in = {"metadata": {"labels": {admission.NAMESPACE_LABEL: admission.NAMESPACE_LABEL_VALUE}}}
+    fabric.api.call("PATCH", f"/api/v1/namespaces/{ns}", opt_in, rest.MERGE_PATCH)
+    probe = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "probe"},
+             "spec": {k: v for k, v in trainer_spec(GPUS).items() if k != "schedulerName"}}
+
+    def webhook_on() -> bool:  # the API server picks the namespace label up from its informer
+        created = fabric.api.call("POST", f"/api/v1/namespaces/{ns}/pods?dryRun=All", probe)
+        return bool(created["spec"].get("schedulerName") == "fabricsched")
+    wait_for("the opt-in webhook names fabricsched on a dry-run GPU pod", webhook_on, timeout=30)
+
+    # A template naming no scheduler: Kueue's JobSet webhook suspends the JobSet at creation,
+    # its controller unsuspends it once admitted; fabricsched's pod webhook names the scheduler
+    # on each pod the Job controller then makes.
+    unnamed = {k: v for k, v in trainer_spec(GPUS).items() if k != "schedulerName"}
+    stored = submit(fabric, ns, "optin", queue, spec=unnamed)
+    assert stored["spec"].get("suspend") is True  # Kueue's webhook
+    nodes = placed(fabric, ns, "optin")
+    one_gang_in_one_leaf(fabric, ns, "optin", nodes)
+    for pod in pods_of(fabric, ns, "optin"):
+        assert pod["spec"]["schedulerName"] == "fabricsched"  # fabricsched's webhook
+        assert pod["metadata"]["labels"].get("kueue.x-k8s.io/local-queue-name") == queue  # Kueue's
+    template = fabric.api.call("GET", JOBSETS.format(ns=ns) + "/optin")["spec"]["replicatedJobs"][0]
+    assert "schedulerName" not in template["template"]["spec"]["template"]["spec"]

@@ -6,19 +6,32 @@ workers of 8 GPUs each) with ``RecreateGroupOnPodRestart``; each group is one ga
 ranked by worker index. A group restarts when one of its pods is deleted (what an eviction does;
 on kwok a container never restarts by itself): the controller deletes the group's leader, the
 worker StatefulSet goes with it, and the new pods are placed again as one gang in one leaf.
+
+PyTorchJob (the Kubeflow training operator, kubeflowkit.py): master + 3 workers of 8 GPUs, one
+host degraded in every leaf but one: one gang in the healthy leaf, ranked as PyTorch's RANK
+(master 0, worker i at i + 1). When a worker fails (its status written Failed with exit code 1,
+as a kubelet reports it: kwok never fails a pod by itself), the v1 operator with
+``restartPolicy: OnFailure`` deletes that pod alone and makes it again under the same name; the
+other ranks keep running and the new pod is placed back in the gang's leaf.
+
+MPIJob ``v2beta1`` (the MPI operator): 4 workers of 8 GPUs are one gang in the healthy leaf,
+ranked by replica index; the launcher (a pod of the Job ``<name>-launcher``, no GPU) is bound by
+the fabricsched profile outside the gang.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import functools
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import controllerkit
+import kubeflowkit
 import pytest
 from harness import Fabric, trainer_spec
 from waiting import wait_for
 
-from fabricsched.cluster import kwok
+from fabricsched.cluster import kwok, rest
 
 pytestmark = pytest.mark.integration
 
@@ -34,6 +47,52 @@ def lws(fabric: Fabric) -> Iterator[controllerkit.Controller]:
         yield controller
     finally:
         controller.stop()
+
+
+@pytest.fixture(scope="module")
+def training_operator(fabric: Fabric) -> Iterator[controllerkit.Controller]:
+    controller = kubeflowkit.start_training_operator(fabric.plane)
+    try:
+        yield controller
+    finally:
+        controller.stop()
+
+
+@pytest.fixture(scope="module")
+def mpi_operator(fabric: Fabric) -> Iterator[controllerkit.Controller]:
+    controller = kubeflowkit.start_mpi_operator(fabric.plane)
+    try:
+        yield controller
+    finally:
+        controller.stop()
+
+
+@pytest.fixture
+def degrade(fabric: Fabric, ns: str) -> Iterator[Callable[[list[str]], None]]:
+    """``degrade(hosts)``: the hosts labelled degraded (and seen so) for this test only."""
+    labelled: list[str] = []
+
+    def apply(hosts: list[str]) -> None:
+        for host in hosts:
+            fabric.label_health(host, "degraded")
+            labelled.append(host)
+        for host in hosts:
+            wait_for(f"host {host} degraded", functools.partial(fabric.unhealthy, "node", host))
+
+    yield apply
+    for host in labelled:
+        fabric.label_health(host, None)
+
+
+def all_but_one_leaf_degraded(fabric: Fabric, degrade: Callable[[list[str]], None]) -> tuple[str, list[str]]:
+    """One host degraded in every leaf but the last: a 4-pod gang has one healthy leaf to go to."""
+    by_leaf: dict[str, list[str]] = {}
+    for node, leaf in sorted(fabric.leaf_of.items()):
+        by_leaf.setdefault(leaf, []).append(node)
+    healthy = sorted(by_leaf)[-1]
+    hosts = [nodes[1] for leaf, nodes in by_leaf.items() if leaf != healthy]
+    degrade(hosts)
+    return healthy, hosts
 
 
 def labels(pod: dict[str, Any]) -> dict[str, str]:
@@ -100,3 +159,129 @@ def test_a_leaderworkerset_of_two_groups_of_four_lands_as_two_gangs_also_after_a
     assert [p["metadata"]["uid"] for p in again[0]] == [p["metadata"]["uid"] for p in found[0]]
     # The old leaf had room again once the old pods went: the group goes back there.
     assert {fabric.leaf_of[n] for n in after} == {fabric.leaf_of[before[1][0]]}
+
+
+# --- Kubeflow training jobs -------------------------------------------------------------------
+
+JOB_NAME = "training.kubeflow.org/job-name"
+REPLICA_TYPE = "training.kubeflow.org/replica-type"
+REPLICA_INDEX = "training.kubeflow.org/replica-index"
+
+
+def ranked(fabric: Fabric, ns: str, count: int,
+           rank_of: Callable[[dict[str, Any]], int | None]) -> dict[int, dict[str, Any]]:
+    """The ``count`` live ranked pods by rank once all are bound (pending ones marked Running)."""
+    def ready() -> dict[int, dict[str, Any]] | None:
+        found = {}
+        for pod in fabric.pods(ns):
+            rank = rank_of(pod)
+            if rank is not None and not pod["metadata"].get("deletionTimestamp") \
+                    and pod["status"].get("phase") not in ("Failed", "Succeeded"):
+                found[rank] = pod
+        if len(found) < count or not all(p["spec"].get("nodeName") for p in found.values()):
+            return None
+        for pod in found.values():
+            if pod["status"].get("phase") == "Pending":
+                kwok.finish(fabric.api, ns, pod["metadata"]["name"], "Running")
+        return dict(sorted(found.items()))
+
+    pods: dict[int, dict[str, Any]] = wait_for(f"{count} ranked pods bound in {ns}", ready, timeout=120)
+    return pods
+
+
+def assert_in_healthy_leaf(fabric: Fabric, ns: str, name: str, pods: dict[int, dict[str, Any]],
+                           healthy: str, degraded: list[str]) -> list[str]:
+    nodes = [p["spec"]["nodeName"] for p in pods.values()]
+    assert len(set(nodes)) == len(nodes)  # 8-GPU ranks on 8-GPU hosts: no node over its GPUs
+    assert {fabric.leaf_of[n] for n in nodes} == {healthy}, nodes
+    assert not set(nodes) & set(degraded)
+    placement = fabric.api.call("GET", PLACEMENTS.format(ns=ns) + f"/{name}")
+    assert placement["spec"]["size"] == len(nodes)
+    assert [r["node"] for r in placement["spec"]["ranks"]] == nodes  # rank order
+    return nodes
+
+
+def fail(fabric: Fabric, ns: str, pod: dict[str, Any]) -> None:
+    """``pod``'s first container exited 1, as a kubelet writes it (no wait: its controller may
+    delete it at once)."""
+    container = pod["spec"]["containers"][0]
+    terminated = {"exitCode": 1, "reason": "Error"}
+    fabric.api.call("PATCH", f"/api/v1/namespaces/{ns}/pods/{pod['metadata']['name']}/status", {"status": {
+        "phase": "Failed", "containerStatuses": [{
+            "name": container["name"], "image": container["image"], "imageID": "", "ready": False,
+            "restartCount": 0, "state": {"terminated": terminated}}]}}, rest.MERGE_PATCH)
+
+
+def pytorch_rank(pod: dict[str, Any]) -> int | None:
+    """PyTorch's RANK: the master 0, worker i at i + 1."""
+    kind, index = labels(pod).get(REPLICA_TYPE), labels(pod).get(REPLICA_INDEX)
+    if labels(pod).get(JOB_NAME) != "bert" or index is None:
+        return None
+    return 0 if kind == "master" else int(index) + 1
+
+
+def test_a_pytorchjob_of_the_training_operator_lands_as_one_gang_and_a_failed_worker_returns_to_its_leaf(
+    fabric: Fabric, ns: str, training_operator: controllerkit.Controller,
+    degrade: Callable[[list[str]], None],
+) -> None:
+    healthy, degraded = all_but_one_leaf_degraded(fabric, degrade)
+    template = {"spec": {k: v for k, v in trainer_spec(8).items() if k != "restartPolicy"}}
+    template["spec"]["containers"][0]["name"] = "pytorch"  # the operator's default container
+    fabric.api.call("POST", f"{kubeflowkit.PYTORCH_API}/namespaces/{ns}/pytorchjobs", {
+        "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "bert"},
+        "spec": {"pytorchReplicaSpecs": {
+            "Master": {"replicas": 1, "restartPolicy": "OnFailure", "template": template},
+            "Worker": {"replicas": 3, "restartPolicy": "OnFailure", "template": template}}}})
+    before = ranked(fabric, ns, 4, pytorch_rank)
+    nodes = assert_in_healthy_leaf(fabric, ns, "bert", before, healthy, degraded)
+
+    # Worker 1 (rank 2) fails (its status written as a kubelet reports an exit 1: kwok never
+    # fails a pod by itself). With OnFailure the v1 operator deletes that pod alone, at once,
+    # and makes it again under the same name; the other ranks keep running.
+    failed = before[2]
+    fail(fabric, ns, failed)
+
+    def replaced() -> bool:
+        now = {pytorch_rank(p): p["metadata"]["uid"] for p in fabric.pods(ns)
+               if pytorch_rank(p) is not None and not p["metadata"].get("deletionTimestamp")}
+        return now.get(2) not in (None, failed["metadata"]["uid"])
+    wait_for("worker 1 made again", replaced, timeout=60)
+    after = ranked(fabric, ns, 4, pytorch_rank)
+    kept = (0, 1, 3)
+    assert [after[r]["metadata"]["uid"] for r in kept] == [before[r]["metadata"]["uid"] for r in kept]
+    assert after[2]["metadata"]["name"] == failed["metadata"]["name"]
+    again = assert_in_healthy_leaf(fabric, ns, "bert", after, healthy, degraded)
+    # The gang's domain: the replacement goes back into the gang's leaf (its old host, the
+    # leaf's one free healthy host).
+    assert again == nodes
+
+
+def mpi_rank(pod: dict[str, Any]) -> int | None:
+    index = labels(pod).get(REPLICA_INDEX)
+    if labels(pod).get(JOB_NAME) != "hvd" or labels(pod).get("training.kubeflow.org/job-role") != "worker":
+        return None
+    return None if index is None else int(index)
+
+
+def test_an_mpijob_of_the_mpi_operator_lands_as_one_gang_and_its_launcher_is_no_member(
+    fabric: Fabric, ns: str, mpi_operator: controllerkit.Controller,
+    degrade: Callable[[list[str]], None],
+) -> None:
+    healthy, degraded = all_but_one_leaf_degraded(fabric, degrade)
+    worker = {"spec": {k: v for k, v in trainer_spec(8).items() if k != "restartPolicy"}}
+    launcher = {"spec": {"schedulerName": "fabricsched",
+                         "containers": [{"name": "launcher", "image": "mpi:1"}]}}
+    fabric.api.call("POST", f"{kubeflowkit.MPI_API}/namespaces/{ns}/mpijobs", {
+        "apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "metadata": {"name": "hvd"},
+        "spec": {"slotsPerWorker": 8, "mpiReplicaSpecs": {
+            "Launcher": {"replicas": 1, "template": launcher},
+            "Worker": {"replicas": 4, "template": worker}}}})
+    workers = ranked(fabric, ns, 4, mpi_rank)
+    assert_in_healthy_leaf(fabric, ns, "hvd", workers, healthy, degraded)
+
+    def launcher_bound() -> dict[str, Any] | None:
+        return next((p for p in fabric.pods(ns) if labels(p).get(JOB_NAME) == "hvd"
+                     and labels(p).get("training.kubeflow.org/job-role") == "launcher"
+                     and p["spec"].get("nodeName")), None)
+    # The launcher asks no GPU: the fabricsched profile binds it like any pod, outside the gang.
+    wait_for("the launcher bound", launcher_bound, timeout=60)
