@@ -285,3 +285,38 @@ def test_an_mpijob_of_the_mpi_operator_lands_as_one_gang_and_its_launcher_is_no_
                      and p["spec"].get("nodeName")), None)
     # The launcher asks no GPU: the fabricsched profile binds it like any pod, outside the gang.
     wait_for("the launcher bound", launcher_bound, timeout=60)
+
+
+def test_an_mpijob_running_its_launcher_as_a_worker_places_its_gpu_launcher_apart_and_its_workers_as_a_gang(
+    fabric: Fabric, ns: str, mpi_operator: controllerkit.Controller,
+) -> None:
+    # With runLauncherAsWorker the launcher asks for GPUs too, but its pod belongs to the Job
+    # hvd-launcher (never to the MPIJob): it is that Job's gang of one; the workers, whose
+    # indexes the operator pads by one, are the MPIJob's gang of 3.
+    spec = {k: v for k, v in trainer_spec(8).items() if k != "restartPolicy"}
+    fabric.api.call("POST", f"{kubeflowkit.MPI_API}/namespaces/{ns}/mpijobs", {
+        "apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "metadata": {"name": "hvd"},
+        "spec": {"slotsPerWorker": 8, "runLauncherAsWorker": True, "mpiReplicaSpecs": {
+            "Launcher": {"replicas": 1, "template": {"spec": spec}},
+            "Worker": {"replicas": 3, "template": {"spec": spec}}}}})
+    def padded(pod: dict[str, Any]) -> int | None:
+        index = mpi_rank(pod)
+        return None if index is None else index - 1
+    workers = ranked(fabric, ns, 3, padded)
+    assert sorted(labels(p)[REPLICA_INDEX] for p in workers.values()) == ["1", "2", "3"]
+    nodes = [p["spec"]["nodeName"] for p in workers.values()]
+    assert len(set(nodes)) == 3 and len({fabric.leaf_of[n] for n in nodes}) == 1
+    placement = fabric.api.call("GET", PLACEMENTS.format(ns=ns) + "/hvd")
+    assert placement["spec"]["size"] == 3 and [r["node"] for r in placement["spec"]["ranks"]] == nodes
+
+    def launcher_bound() -> dict[str, Any] | None:
+        return next((p for p in fabric.pods(ns) if p["spec"].get("nodeName")
+                     and labels(p).get("training.kubeflow.org/job-role") == "launcher"), None)
+    launcher = wait_for("the GPU launcher bound", launcher_bound, timeout=60)
+    assert launcher["metadata"]["ownerReferences"][0]["kind"] == "Job"
+    assert launcher["spec"]["nodeName"] not in nodes  # 8 GPUs each: no node over its GPUs
+    alone: dict[str, Any] = wait_for("the launcher's FabricPlacement", lambda: fabric.api.request(
+        "GET", PLACEMENTS.format(ns=ns) + "/hvd-launcher")[1].get("spec"), timeout=30)
+    alone = {"spec": alone}
+    assert alone["spec"]["size"] == 1
+    assert [r["node"] for r in alone["spec"]["ranks"]] == [launcher["spec"]["nodeName"]]

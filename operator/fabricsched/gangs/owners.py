@@ -54,8 +54,8 @@ class TrainingJobFacts:
     replicas: Mapping[str, Replica] = field(default_factory=dict)
     """By replica type in lower case, as the pods' labels spell it (``master``, ``worker``)."""
     workers_counted_after_lead: bool = False
-    """An MPIJob with ``runLauncherAsWorker``: mpi-operator already labels worker ``i`` with
-    replica index ``i + 1`` (the launcher is 0), so the index is the rank."""
+    """An MPIJob with ``runLauncherAsWorker``: mpi-operator labels worker ``i`` with replica
+    index ``i + 1`` (the launcher is 0), so the worker's rank is its index less one."""
 
 
 @dataclass(frozen=True)

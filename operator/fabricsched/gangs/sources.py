@@ -10,9 +10,11 @@ policy is no gang and lets the next source decide):
 - JobSet: ``jobset.sigs.k8s.io/jobset-name`` + ``jobset-uid``; size the GPU pods of all its
   replicated Jobs; rank the GPU pods of the Jobs with a lower ``job-global-index`` + the
   completion index;
-- PyTorchJob / MPIJob: ``training.kubeflow.org/job-name`` + the owner's UID; size the GPU
-  replicas of its replica specs; rank master 0 then worker ``replica-index`` + 1 (PyTorch's
-  ``RANK``), MPI workers by ``replica-index`` (after a launcher only if it has GPUs);
+- PyTorchJob / MPIJob: ``training.kubeflow.org/job-name`` + the owner's UID; a PyTorchJob's
+  size the GPU replicas of its replica specs, rank master 0 then worker ``replica-index`` + 1
+  (PyTorch's ``RANK``); an MPIJob's size its GPU workers, rank their ``replica-index`` (less
+  the launcher's padding). The MPI launcher is no member: mpi-operator makes it as the pod of
+  the Job ``<name>-launcher``, which never names the MPIJob, so it is that Job's gang of one;
 - LeaderWorkerSet: ``leaderworkerset.sigs.k8s.io/name`` + ``group-index`` (``group-key`` as
   the UID part); size annotation ``leaderworkerset.sigs.k8s.io/size``; rank ``worker-index``;
 - Job: its Job (owner reference, else the Job controller's labels); size min(parallelism,
@@ -175,6 +177,15 @@ def _labelled(label: str) -> Callable[[nodes.PodUsage, owners.OwnerLookup], bool
     return lambda pod, _lookup: bool(pod.labels.get(label))
 
 
+def _claims_training(pod: nodes.PodUsage, _lookup: owners.OwnerLookup) -> bool:
+    """A training job's pod, but not an MPI launcher made by its Job (the module docstring)."""
+    if not pod.labels.get(KUBEFLOW_JOB_NAME):
+        return False
+    owner = pod.owner
+    launcher = pod.labels.get(KUBEFLOW_JOB_ROLE) == "launcher"
+    return not (launcher and owner is not None and owner[0] == kinds.JOB.kind)
+
+
 def _has_job(pod: nodes.PodUsage, _lookup: owners.OwnerLookup) -> bool:
     return _job_names(pod)[1] is not None
 
@@ -279,23 +290,45 @@ def _resolve_training_job(pod: nodes.PodUsage, lookup: owners.OwnerLookup, _gpu_
     facts = lookup.training_job(pod.namespace, kind, owner_name)
     if facts is None or facts.uid != uid:
         return Unsized(SourceKind.TRAINING_JOB, f"waiting for {shown}", shown)
+    role = (pod.labels.get(KUBEFLOW_REPLICA_TYPE) or pod.labels.get(KUBEFLOW_JOB_ROLE) or "").lower()
+    if kind == kinds.MPI_JOB.kind:
+        return _mpi_worker(pod, facts, role, shown)
     members = {t: r for t, r in facts.replicas.items() if r.gpus_per_pod > 0}
     size = sum(r.replicas for r in members.values())
-    role = (pod.labels.get(KUBEFLOW_REPLICA_TYPE) or pod.labels.get(KUBEFLOW_JOB_ROLE) or "").lower()
     index = identity.index_label(pod, KUBEFLOW_REPLICA_INDEX)
-    lead = "master" if kind == "PyTorchJob" else "launcher"
+    lead = "master"
     if role not in members:
         return Unsized(SourceKind.TRAINING_JOB,
                        f"replica type {parsing.excerpt(role)} of {shown} has no GPU replicas")
     if index is None:
         return Unsized(SourceKind.TRAINING_JOB, f"pod of {shown} without {KUBEFLOW_REPLICA_INDEX}")
-    # The leading replica (PyTorch master, an MPI launcher with GPUs) is rank 0 and the
-    # workers follow it, as PyTorch's RANK does.
-    offset = members[lead].replicas if lead in members and not facts.workers_counted_after_lead else 0
+    # The master is rank 0 and the workers follow it, as PyTorch's RANK does.
+    offset = members[lead].replicas if lead in members else 0
     rank = index if role == lead else offset + index
     if rank >= size:
         return Unsized(SourceKind.TRAINING_JOB, f"rank {rank} is outside {shown}'s {size} GPU replicas")
     return Membership(SourceKind.TRAINING_JOB, _training_ref(pod), min(size, identity.MAX_GANG_SIZE), rank)
+
+
+def _mpi_worker(pod: nodes.PodUsage, facts: owners.TrainingJobFacts, role: str, shown: str) -> Resolution:
+    """An MPIJob's gang: its GPU workers, ranked by ``replica-index``; with
+    ``runLauncherAsWorker`` mpi-operator pads worker i's index to i + 1 (the launcher is 0)."""
+    if role != "worker":
+        what = parsing.excerpt(role) or "unlabelled"
+        return Unsized(SourceKind.TRAINING_JOB, f"{what} pod of {shown}: only MPI workers are gang members "
+                       "(mpi-operator runs the launcher as a Job's pod)")
+    workers = facts.replicas.get("worker")
+    if workers is None or workers.gpus_per_pod <= 0:
+        return Unsized(SourceKind.TRAINING_JOB, f"{shown} has no GPU workers")
+    index = identity.index_label(pod, KUBEFLOW_REPLICA_INDEX)
+    if index is None:
+        return Unsized(SourceKind.TRAINING_JOB, f"pod of {shown} without {KUBEFLOW_REPLICA_INDEX}")
+    rank = index - 1 if facts.workers_counted_after_lead else index
+    if not 0 <= rank < workers.replicas:
+        return Unsized(SourceKind.TRAINING_JOB,
+                       f"worker index {index} is outside {shown}'s {workers.replicas} GPU workers")
+    size = min(workers.replicas, identity.MAX_GANG_SIZE)
+    return Membership(SourceKind.TRAINING_JOB, _training_ref(pod), size, rank)
 
 
 def _resolve_lws(pod: nodes.PodUsage, _lookup: owners.OwnerLookup, _gpu_resource: str) -> Resolution:
@@ -377,7 +410,7 @@ SOURCES: tuple[Source, ...] = (
            _pod_group_owner),
     Source(SourceKind.JOBSET, _labelled(JOBSET_NAME), _jobset_ref, _resolve_jobset, _jobset_workload,
            _jobset_owner),
-    Source(SourceKind.TRAINING_JOB, _labelled(KUBEFLOW_JOB_NAME), _training_ref, _resolve_training_job,
+    Source(SourceKind.TRAINING_JOB, _claims_training, _training_ref, _resolve_training_job,
            _training_workload, _training_owner),
     Source(SourceKind.LEADER_WORKER_SET, _labelled(LWS_NAME), _lws_ref, _resolve_lws, _lws_workload,
            _no_owner),

@@ -34,6 +34,7 @@ from fabricsched import gangs
 from fabricsched.gangs import identity
 from fabricsched.gangs import owners as facts
 from fabricsched.gangs import sources as src
+from fabricsched.ports import jobs
 from fabricsched.topology import nodes
 
 
@@ -163,15 +164,41 @@ def test_mpijob_workers_are_the_gang_and_a_launcher_without_gpus_is_not_a_member
     assert [m.rank for m in members if isinstance(m, gangs.Membership)] == [0, 1, 2, 3]
 
 
-def test_an_mpijob_running_its_launcher_as_a_worker_is_ranked_by_the_padded_index() -> None:
+def test_an_mpijob_running_its_launcher_as_a_worker_ranks_its_workers_from_their_padded_index() -> None:
     # mpi-operator pkg/controller/mpi_job_controller.go, workerReplicaIndexLabel: with
     # runLauncherAsWorker the launcher is index 0 and worker i is labelled i + 1.
     facts = gangs.TrainingJobFacts("MPIJob", "hvd", "uid-mpi", {
         "launcher": gangs.Replica(1, 8), "worker": gangs.Replica(3, 8)}, workers_counted_after_lead=True)
     owners = Owners(training={("MPIJob", "hvd"): facts})
-    ranks = [resolve(mpi_pod("launcher", 0), owners)] + [resolve(mpi_pod("worker", i + 1), owners)
-                                                          for i in range(3)]
-    assert [m.rank for m in ranks if isinstance(m, gangs.Membership)] == [0, 1, 2, 3]
+    members = [resolve(mpi_pod("worker", i + 1), owners) for i in range(3)]
+    assert [(m.rank, m.size) for m in members if isinstance(m, gangs.Membership)] == [(0, 3), (1, 3), (2, 3)]
+    assert isinstance(resolve(mpi_pod("worker", 4), owners), gangs.Unsized)
+
+
+def real_launcher(gpus: int) -> Any:
+    """The launcher as mpi-operator v0.8.0 makes it (seen in tests/integration/
+    test_real_controllers.py): the pod of the Job ``hvd-launcher``, never of the MPIJob."""
+    labels = {"training.kubeflow.org/operator-name": "mpi-operator", src.KUBEFLOW_JOB_NAME: "hvd",
+              src.KUBEFLOW_JOB_ROLE: "launcher", "batch.kubernetes.io/job-name": "hvd-launcher",
+              "batch.kubernetes.io/controller-uid": "uid-launcher-job"}
+    return pod("hvd-launcher-x7k2p", labels, ("Job", "hvd-launcher", "uid-launcher-job"), gpus=gpus)
+
+
+def test_an_mpi_launcher_with_gpus_is_its_jobs_gang_of_one_and_never_counted_among_the_workers() -> None:
+    facts = gangs.TrainingJobFacts("MPIJob", "hvd", "uid-mpi", {
+        "launcher": gangs.Replica(1, 8), "worker": gangs.Replica(4, 8)})
+    launcher_job = jobs.JobInfo("train", "hvd-launcher", "uid-launcher-job", 1, 1, finished=False)
+    owners = Owners(jobs={"hvd-launcher": launcher_job}, training={("MPIJob", "hvd"): facts})
+    launcher = resolve(real_launcher(8), owners)
+    assert isinstance(launcher, gangs.Membership), launcher
+    assert (launcher.source, launcher.key, launcher.size, launcher.rank) == (
+        gangs.SourceKind.JOB, "train/hvd-launcher@uid-launcher-job", 1, None)
+    workers = [resolve(mpi_pod("worker", i), owners) for i in range(4)]
+    ranked = [(m.rank, m.size) for m in workers if isinstance(m, gangs.Membership)]
+    assert ranked == [(i, 4) for i in range(4)]
+    # A launcher pod naming the MPIJob itself (no mpi-operator makes one) is refused with the reason.
+    refused = resolve(mpi_pod("launcher", 0), owners)
+    assert isinstance(refused, gangs.Unsized) and "only MPI workers are gang members" in refused.reason
 
 
 # --- LeaderWorkerSet ------------------------------------------------------------------------
