@@ -256,9 +256,10 @@ def test_mpijob_workers_land_as_one_gang_and_the_launcher_is_not_a_member(
         "spec": {"slotsPerWorker": 8, "mpiReplicaSpecs": {
             "Launcher": {"replicas": 1, "template": launcher},
             "Worker": {"replicas": 4, "template": worker}}}})
-    # As mpi-operator v0.8.0 makes them: pkg/controller/mpi_job_controller.go (newWorker:
-    # defaultLabels + replica-index via workerReplicaIndexLabel; the launcher's defaultLabels
-    # with job-role=launcher; the MPIJob as controlling owner).
+    # As mpi-operator v0.8.0 makes the workers: pkg/controller/mpi_job_controller.go (newWorker:
+    # defaultLabels + replica-index via workerReplicaIndexLabel; the MPIJob as controlling
+    # owner). The real launcher is the pod of the Job hvd-launcher (test_real_controllers.py
+    # runs the operator); this one, owned by the MPIJob, asks no GPU, so it is no member either.
     def labels(role: str) -> dict[str, str]:
         return {"training.kubeflow.org/operator-name": "mpi-operator",
                 "training.kubeflow.org/job-name": "hvd", "training.kubeflow.org/job-role": role}
