@@ -21,6 +21,7 @@ GROUP = topology.GROUP
 VERSION = topology.VERSION
 API_VERSION = f"{GROUP}/{VERSION}"
 KIND = "FabricPlacement"
+TrafficPattern = topology.TrafficPattern
 PLURAL = "fabricplacements"
 
 MAX_UNHEALTHY = 32
@@ -152,6 +153,11 @@ class FabricPlacementSpec(WireModel):
     tier: PlacementTier = Field(description="The tier constraints the plan honours.")
     slices: PlacementSlices | None = Field(
         default=None, description="The gang's slices and the domain of each (fabricsched.io/slice-*)."
+    )
+    traffic: TrafficPattern | None = Field(
+        default=None,
+        description="The traffic pattern the plan's commSlowdown assumes: the gang's fabricsched.io/traffic, "
+        "else its FabricTopology's spec.traffic, else all-to-all (unset: all-to-all).",
     )
     topology: str = Field(
         min_length=1, max_length=253, description="Name of the FabricTopology the plan is made in."

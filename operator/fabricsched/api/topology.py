@@ -65,6 +65,16 @@ class LinkState(enum.StrEnum):
     DOWN = "down"
 
 
+class TrafficPattern(enum.StrEnum):
+    """How a gang's pods talk, for the capacity model (docs/model.md)."""
+
+    ALL_TO_ALL = "all-to-all"
+    """Every pod sends to every other (expert-parallel MoE): the worst case for a fabric."""
+    RING = "ring"
+    """Rank i sends to rank i + 1, the last to the first (ring all-reduce, reduce-scatter and
+    all-gather of data-parallel, FSDP and ZeRO training)."""
+
+
 class LabelSelectorRequirement(WireModel):
     """A selector requirement: a label key, an operator and values."""
 
@@ -204,6 +214,11 @@ class FabricTopologySpec(WireModel):
     )
     gpu_bandwidth_gbps: float = Field(
         default=400.0, gt=0, description="Per-GPU NIC bandwidth in Gbit/s, used by the capacity model."
+    )
+    traffic: TrafficPattern | None = Field(
+        default=None,
+        description="The traffic pattern the capacity model assumes for a gang whose pods do not name one "
+        "(annotation fabricsched.io/traffic): all-to-all or ring. Unset: all-to-all.",
     )
     health: HealthSpec = Field(default_factory=HealthSpec, description="Health sources and hysteresis.")
     links: list[LinkOverride] = Field(

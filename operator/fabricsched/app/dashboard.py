@@ -54,7 +54,7 @@ class ProcessSource:
                 hosts=tuple(node for _, node in e.placed()), slowdown=e.comm_slowdown,
                 slowdown_at_placement=e.comm_slowdown_at_placement or e.comm_slowdown,
                 degraded_path=e.degraded_path, placement=objects.object_name(e),
-                preferred_tier=e.preferred_tier, priority=e.priority,
+                preferred_tier=e.preferred_tier, priority=e.priority, traffic=e.pattern.value,
                 slices=None if e.slices is None else view.SliceFacts(
                     e.slices.pods, e.slices.tier, e.slices.required, tuple(e.slice_domains)),
                 preemption=_preemption(e.preemption), preempted_by=_preempted_by(e.preempted_by),

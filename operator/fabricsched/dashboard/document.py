@@ -298,6 +298,7 @@ def _gang(g: view.GangFacts, fab: fabric.Fabric) -> dict[str, Any]:
         "slowdownAtPlacement": _finite(g.slowdown_at_placement),
         "degradedPath": g.degraded_path,
         "priority": g.priority,
+        "traffic": _short(g.traffic, 16),
         "constraints": _constraints(g, fab),
         "preemption": _preemption(g.preemption),
         "preemptedBy": None if g.preempted_by is None else {

@@ -99,6 +99,8 @@ class GangFacts:
     priority: int = 0
     preemption: PreemptionFacts | None = None
     preempted_by: PreemptedByFacts | None = None
+    traffic: str = "all-to-all"
+    """The traffic pattern its slowdown is priced with (all-to-all or ring)."""
 
 
 @dataclass(frozen=True)

@@ -63,6 +63,7 @@ def _gang_wire(gang: report.Gang) -> dict[str, Any]:
         "gpusPerPod": gang.gpus_per_pod,
         "tier": {"name": gang.tier, "policy": gang.tier_policy},
         "constraints": list(gang.constraints),
+        "traffic": gang.traffic,
         "phase": gang.phase,
         "why": gang.why,
         "reasons": list(gang.reasons),
@@ -160,7 +161,7 @@ def _gang_text(gang: report.Gang) -> list[str]:
     gpus = f" x {gang.gpus_per_pod} GPUs" if gang.gpus_per_pod is not None else ""
     lines = [
         f"gang {gang.namespace}/{gang.gang}: {size}{gpus}, topology {gang.topology or '?'}, "
-        f"tier {gang.tier or '?'} ({gang.tier_policy})",
+        f"tier {gang.tier or '?'} ({gang.tier_policy}), traffic {gang.traffic}",
         f"  phase {gang.phase}"
         + (f" ({gang.bound_ranks}/{gang.size} ranks bound)" if gang.size else "")
         + (f", expires {gang.expires_at}" if gang.expires_at and gang.phase == "Reserved" else "")

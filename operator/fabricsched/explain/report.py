@@ -87,6 +87,8 @@ class Gang:
     """When and by whom the gang was last preempted (``status.preemptedBy``)."""
     preempted: str | None = None
     """What the gang preempted to get its domain (``status.preemption``)."""
+    traffic: str = "all-to-all"
+    """The traffic pattern its commSlowdown assumes (``spec.traffic``; absent: all-to-all)."""
 
 
 @dataclass(frozen=True)
@@ -202,6 +204,7 @@ def _gang(placement: Mapping[str, Any], objects: Objects) -> Gang:
         path_source=source,
         preempted_by=_preempted_by(bounds.mapping(status, "preemptedBy")),
         preempted=_preempted(bounds.mapping(status, "preemption")),
+        traffic=bounds.text(spec, "traffic", 16) or "all-to-all",
     )
 
 

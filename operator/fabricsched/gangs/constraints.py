@@ -21,6 +21,8 @@ SLICE_SIZE_ANNOTATION = "fabricsched.io/slice-size"
 SLICE_REQUIRED_TIER_ANNOTATION = "fabricsched.io/slice-required-tier"
 SLICE_PREFERRED_TIER_ANNOTATION = "fabricsched.io/slice-preferred-tier"
 SLICE_PER_JOB_ANNOTATION = "fabricsched.io/slice-per-job"
+TRAFFIC_ANNOTATION = "fabricsched.io/traffic"
+"""``all-to-all`` or ``ring``: the pattern the capacity model prices the gang's plans with."""
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,8 @@ class Constraints:
     slices: request.Slices | None = None
     topology_key: str | None = None
     """The native constraint's node label key (a required tier), when no annotation names one."""
+    traffic: request.Pattern | None = None
+    """The gang's traffic pattern; None: its fabric's default (``spec.traffic``)."""
 
 
 def of_pod(
@@ -51,8 +55,21 @@ def of_pod(
     return Constraints(
         tier=tier, required=required is not None,
         preferred=preferred if required is not None else None,
-        slices=_slices(annotations, jobset), topology_key=key,
+        slices=_slices(annotations, jobset), topology_key=key, traffic=traffic_of(annotations),
     )
+
+
+def traffic_of(annotations: Mapping[str, str]) -> request.Pattern | None:
+    """The ``fabricsched.io/traffic`` annotation: None when absent or empty."""
+    text = annotations.get(TRAFFIC_ANNOTATION)
+    if not text:
+        return None
+    try:
+        return request.Pattern(text)
+    except ValueError:
+        names = " or ".join(p.value for p in request.Pattern)
+        raise parsing.Invalid(
+            f"annotation {TRAFFIC_ANNOTATION}={parsing.excerpt(text)} is not {names}") from None
 
 
 def _slices(annotations: Mapping[str, str], jobset: owners.JobSetFacts | None) -> request.Slices | None:

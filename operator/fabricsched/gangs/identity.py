@@ -57,6 +57,8 @@ class GangIdentity:
     topology_key: str | None = None
     """The native constraint's node label key (its PodGroup's or Workload template's), read when
     no annotation names a tier: the extender maps it to the tier with that ``nodeLabel``."""
+    traffic: request.Pattern | None = None
+    """``fabricsched.io/traffic``; None: the fabric's default (``spec.traffic``), else all-to-all."""
 
     @property
     def display(self) -> str:

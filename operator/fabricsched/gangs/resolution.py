@@ -79,6 +79,7 @@ def identify(
         key=ref.key, namespace=ref.namespace, name=ref.name, job_name=found.job_name, job_uid=ref.uid,
         size=found.size, rank=found.rank, tier=asked.tier, required=asked.required, gpus_per_pod=gpus,
         preferred_tier=asked.preferred, slices=asked.slices, topology_key=asked.topology_key,
+        traffic=asked.traffic,
     )
 
 

@@ -1,9 +1,16 @@
-"""The capacity model (docs/design.md "Capacity model"): off-domain demand, uplink load, comm_slowdown.
+"""The capacity model (docs/model.md): off-domain demand, uplink load, comm_slowdown.
 
 Per-pod bandwidth b = gpus_per_pod x gpuBandwidthGbps. A gang of P > 1 pods with n pods inside
-domain d offers D = n x b x (P - n) / (P - 1) to d's uplinks whenever 0 < n < P (all-to-all,
-the worst case for a fabric). A domain's load is the sum of that demand over running gangs,
-divided by its uplink capacity C_d = downlink / oversubscription x uplink health.
+domain d offers demand D to d's uplinks whenever 0 < n < P; D depends on its traffic pattern:
+
+* all-to-all (the default, the worst case for a fabric): D = n x b x (P - n) / (P - 1);
+* ring (rank i sends b to rank i + 1, the last to rank 0): D = b x the ring edges that leave d.
+  A ring leaves a domain as often as it enters it, and C_d is one direction's capacity (as the
+  all-to-all D is one direction's traffic), so this is b x half the edges with one end in d:
+  b for ranks contiguous in d, which the engine's rank order makes them.
+
+A domain's load is the sum of that demand over running gangs, divided by its uplink capacity
+C_d = downlink / oversubscription x uplink health.
 
 ``Traffic`` is per-decision state (like free GPUs): the simulator and the extender add a gang
 when it starts and remove it when it ends; the engine reads it to prefer quiet uplinks.
@@ -17,9 +24,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from fabricsched import ids
+from fabricsched.api import topology as api
 from fabricsched.topology import fabric
 
 DomainKey = fabric.DomainKey
+Pattern = api.TrafficPattern
+ALL_TO_ALL = Pattern.ALL_TO_ALL
+RING = Pattern.RING
 
 _EPSILON = 1e-9
 
@@ -34,23 +45,46 @@ def pods_per_domain(fab: fabric.Fabric, ranks: Iterable[ids.NodeName]) -> dict[D
     return counts
 
 
+def ring_exits(fab: fabric.Fabric, ranks: Sequence[ids.NodeName]) -> dict[DomainKey, int]:
+    """Ring edges (rank i to rank i + 1, the last to rank 0) leaving each domain, per domain
+    they leave; consecutive ranks on one host leave nothing (they talk over NVLink)."""
+    exits: dict[DomainKey, int] = {}
+    if len(ranks) < 2:
+        return exits
+    hosts = fab.hosts
+    for here, there in zip(ranks, (*ranks[1:], ranks[0]), strict=True):
+        if here == there:
+            continue
+        for tier, (mine, theirs) in enumerate(zip(hosts[here].path, hosts[there].path, strict=True)):
+            if mine != theirs:
+                key = (tier, mine)
+                exits[key] = exits.get(key, 0) + 1
+    return exits
+
+
 def pod_bandwidth_gbps(fab: fabric.Fabric, gpus_per_pod: int) -> float:
     return gpus_per_pod * fab.gpu_bandwidth_gbps
 
 
-def demand_gbps(pods_inside: int, pods: int, pod_bandwidth: float) -> float:
-    """D = n x b x (P - n) / (P - 1): zero when the domain holds none or all of the gang."""
+def demand_gbps(pods_inside: int, pods: int, pod_bandwidth: float, pattern: Pattern = ALL_TO_ALL) -> float:
+    """D from pods per domain: zero when the domain holds none or all of the gang; for a ring,
+    the demand of ranks contiguous in the domain (one edge out)."""
     if pods <= 1 or pods_inside <= 0 or pods_inside >= pods:
         return 0.0
+    if pattern == RING:
+        return pod_bandwidth
     return pods_inside * pod_bandwidth * (pods - pods_inside) / (pods - 1)
 
 
 def gang_demand(
-    fab: fabric.Fabric, ranks: Sequence[ids.NodeName], gpus_per_pod: int
+    fab: fabric.Fabric, ranks: Sequence[ids.NodeName], gpus_per_pod: int, pattern: Pattern = ALL_TO_ALL
 ) -> dict[DomainKey, float]:
-    """Off-domain demand (Gbps) of a gang on every domain it spans partially."""
+    """Off-domain demand (Gbps) of a gang on every domain it spans partially; a ring's follows
+    its rank order (``ranks``: the node of every rank, rank 0 first)."""
     pods = len(ranks)
     b = pod_bandwidth_gbps(fab, gpus_per_pod)
+    if pattern == RING:
+        return {key: b * edges for key, edges in ring_exits(fab, ranks).items()}
     out: dict[DomainKey, float] = {}
     for key, n in pods_per_domain(fab, ranks).items():
         if n < pods:
@@ -68,8 +102,9 @@ class Traffic:
 
     load: dict[DomainKey, float] = field(default_factory=dict)
 
-    def add(self, fab: fabric.Fabric, ranks: Sequence[ids.NodeName], gpus_per_pod: int) -> None:
-        self.add_demand(gang_demand(fab, ranks, gpus_per_pod))
+    def add(self, fab: fabric.Fabric, ranks: Sequence[ids.NodeName], gpus_per_pod: int,
+            pattern: Pattern = ALL_TO_ALL) -> None:
+        self.add_demand(gang_demand(fab, ranks, gpus_per_pod, pattern))
 
     def add_demand(self, demand: Mapping[DomainKey, float]) -> None:
         """``add`` with the gang's ``gang_demand`` computed already (callers that keep it)."""
@@ -77,8 +112,9 @@ class Traffic:
         for key, gbps in demand.items():
             load[key] = load.get(key, 0.0) + gbps
 
-    def remove(self, fab: fabric.Fabric, ranks: Sequence[ids.NodeName], gpus_per_pod: int) -> None:
-        for key, gbps in gang_demand(fab, ranks, gpus_per_pod).items():
+    def remove(self, fab: fabric.Fabric, ranks: Sequence[ids.NodeName], gpus_per_pod: int,
+               pattern: Pattern = ALL_TO_ALL) -> None:
+        for key, gbps in gang_demand(fab, ranks, gpus_per_pod, pattern).items():
             left = self.load.get(key, 0.0) - gbps
             if left > _EPSILON:
                 self.load[key] = left
@@ -130,27 +166,36 @@ def slowdown_of_counts(
     traffic: Traffic | None,
     health_aware: bool = True,
     caps: Capacities | None = None,
+    pattern: Pattern = ALL_TO_ALL,
 ) -> float:
     """The domain part of comm_slowdown from pods per domain (hosts left out): what the
-    engine compares between candidate plans before it picks hosts."""
+    engine compares between candidate plans before it picks hosts (whose rank order keeps a
+    ring's ranks contiguous in every domain)."""
     b = pod_bandwidth_gbps(fab, gpus_per_pod)
     worst = 1.0
     for key, n in counts.items():
         if 0 < n < pods:
-            worst = max(worst, domain_load(fab, key, demand_gbps(n, pods, b), traffic, health_aware, caps))
+            demand = demand_gbps(n, pods, b, pattern)
+            worst = max(worst, domain_load(fab, key, demand, traffic, health_aware, caps))
     return worst
 
 
 def comm_slowdown(
     fab: fabric.Fabric, ranks: Sequence[ids.NodeName], gpus_per_pod: int, traffic: Traffic | None = None,
-    caps: Capacities | None = None,
+    caps: Capacities | None = None, pattern: Pattern = ALL_TO_ALL,
 ) -> float:
     """max(1, load of every partially spanned domain, 1/health of every host when > 1 host).
 
-    ``traffic`` must not already hold this gang. inf when the path has a down element.
+    ``traffic`` must not already hold this gang. inf when the path has a down element. A
+    ring is priced on its rank order as given.
     """
-    counts = pods_per_domain(fab, ranks)
-    worst = slowdown_of_counts(fab, counts, len(ranks), gpus_per_pod, traffic, True, caps)
+    if pattern == RING:
+        worst = 1.0
+        for key, gbps in gang_demand(fab, ranks, gpus_per_pod, RING).items():
+            worst = max(worst, domain_load(fab, key, gbps, traffic, True, caps))
+    else:
+        counts = pods_per_domain(fab, ranks)
+        worst = slowdown_of_counts(fab, counts, len(ranks), gpus_per_pod, traffic, True, caps)
     hosts = set(ranks)
     if len(hosts) > 1:
         for name in hosts:

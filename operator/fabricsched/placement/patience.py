@@ -126,7 +126,7 @@ def _structure(fab: fabric.Fabric) -> _Structure:
 class _Floors:
     reference: fabric.Fabric
     """The structure with every element healthy, built once."""
-    by_shape: dict[tuple[int, int], float]
+    by_shape: dict[tuple[int, int, request.Pattern], float]
 
 
 class Floors:
@@ -141,13 +141,14 @@ class Floors:
         self._last: tuple[fabric.Fabric, _Structure] | None = None
         """The last fabric asked about and its structure: one snapshot asks many times."""
 
-    def slowdown(self, fab: fabric.Fabric, pods: int, gpus_per_pod: int) -> float:
+    def slowdown(self, fab: fabric.Fabric, pods: int, gpus_per_pod: int,
+                 pattern: request.Pattern = request.Pattern.ALL_TO_ALL) -> float:
         """The gang's comm_slowdown alone in the empty, healthy ``fab`` (inf if it never fits)."""
         entry = self._entry(fab)
-        shape = (pods, gpus_per_pod)
+        shape = (pods, gpus_per_pod, pattern)
         found = entry.by_shape.get(shape)
         if found is None:
-            found = floor_slowdown(entry.reference, pods, gpus_per_pod)
+            found = floor_slowdown(entry.reference, pods, gpus_per_pod, pattern)
             entry.by_shape[shape] = found
         return found
 
@@ -174,7 +175,8 @@ def healthy(fab: fabric.Fabric) -> fabric.Fabric:
     return dataclasses.replace(fab, hosts=hosts, domains=domains)
 
 
-def floor_slowdown(fab: fabric.Fabric, pods: int, gpus_per_pod: int) -> float:
+def floor_slowdown(fab: fabric.Fabric, pods: int, gpus_per_pod: int,
+                   pattern: request.Pattern = request.Pattern.ALL_TO_ALL) -> float:
     """A gang's comm_slowdown alone in the empty, healthy fabric (inf if it can never fit).
 
     Health is ignored whatever ``fab`` says, so the healthy copy is only made when needed;
@@ -182,7 +184,7 @@ def floor_slowdown(fab: fabric.Fabric, pods: int, gpus_per_pod: int) -> float:
     """
     reference = healthy(fab) if fab.unhealthy else fab
     free = {name: host.gpus for name, host in reference.hosts.items()}
-    gang = request.GangRequest(ids.GangKey("floor"), pods, gpus_per_pod)
+    gang = request.GangRequest(ids.GangKey("floor"), pods, gpus_per_pod, pattern=pattern)
     result = placing.place(snapshot.build(reference), free, gang)
     return result.comm_slowdown if isinstance(result, request.Plan) else math.inf
 
@@ -198,7 +200,7 @@ def hold_for(
     """``decide`` with the floor looked up: what the simulator and the extender call."""
     if not wait.enabled:
         return Start()
-    return decide(plan, floors.slowdown(fab, gang.pods, gang.gpus_per_pod), waited_s, wait)
+    return decide(plan, floors.slowdown(fab, gang.pods, gang.gpus_per_pod, gang.pattern), waited_s, wait)
 
 
 class Clocks:

@@ -148,7 +148,7 @@ def _place(
     one = singles.pick(fab, start, pods, aware)
     if one is not None:
         host, why = one
-        return _plan(snap, {host: pods}, None, g, traffic, [why])
+        return _plan(snap, {host: pods}, None, g, traffic, [why], gang.pattern)
     if pods == 1:
         return _no_fit(fab, index, start, gang, top, None, None)
 
@@ -162,7 +162,7 @@ def _place(
         return rooms[mode]
 
     unhealthy = fab.unhealthy
-    choice = _best(snap, room(Mode.HEALTHY if aware else Mode.NOT_DOWN), pods, g, top, traffic, aware)
+    choice = _best(snap, room(Mode.HEALTHY if aware else Mode.NOT_DOWN), gang, top, traffic, aware)
     if choice is not None:
         notes: list[str] = []
         if aware and unhealthy:
@@ -177,7 +177,7 @@ def _place(
             notes.extend(reasons.avoided(fab, index, start, holders))
         return _plan_of(snap, gang, choice, g, traffic, notes)
     if aware and unhealthy:
-        rescue = _fallback(snap, room, pods, g, top, traffic)
+        rescue = _fallback(snap, room, gang, top, traffic)
         if rescue is not None:
             plan = _plan_of(snap, gang, rescue, g, traffic, [])
             why = reasons.fallback(fab, plan.ranks, plan.comm_slowdown)
@@ -209,14 +209,14 @@ def _tightest(space: slots.Room, holders: Sequence[DomainKey]) -> DomainKey:
 def _best(
     snap: snapshot.Snapshot,
     space: slots.Room,
-    pods: int,
-    g: int,
+    gang: request.GangRequest,
     top: int,
     traffic: capacity.Traffic | None,
     aware: bool,
 ) -> _Choice | None:
     """Rule 2 in ``space``: the lowest level with a holder, then shape, slowdown, fit, name."""
     fab, index = snap.fabric, snap.tree
+    pods, g, pattern = gang.pods, gang.gpus_per_pod, gang.pattern
     caps = snap.capacities_for(aware)
     for level in range(top + 1):
         holders = _holders(index, space, level, pods)
@@ -238,7 +238,8 @@ def _best(
                 shaped = slots.split(index, space, holder, pods, first, slots.pack, None)
                 if shaped is None:
                     continue
-                slowdown = capacity.slowdown_of_counts(fab, shaped.domains, pods, g, traffic, aware, caps)
+                slowdown = capacity.slowdown_of_counts(fab, shaped.domains, pods, g, traffic, aware, caps,
+                                                       pattern)
                 rank = (slots.shape(index, holder, shaped.domains), round(slowdown, 9),
                         _fit(index, space, holder, pods), _broken(space, holder, shaped.domains), holder[1])
                 if best is None or rank < best[0]:
@@ -284,8 +285,7 @@ def _first_splits(
 def _fallback(
     snap: snapshot.Snapshot,
     room: Callable[[Mode], slots.Room],
-    pods: int,
-    g: int,
+    gang: request.GangRequest,
     top: int,
     traffic: capacity.Traffic | None,
 ) -> _Choice | None:
@@ -296,6 +296,8 @@ def _fallback(
     healthiest first. Hosts are always taken healthiest first.
     """
     fab, index, caps = snap.fabric, snap.tree, snap.capacities
+    pods, g, pattern = gang.pods, gang.gpus_per_pod, gang.pattern
+
     def healthiest_domains(
         items: Sequence[tuple[DomainKey, int]], n: int
     ) -> list[tuple[DomainKey, int]] | None:
@@ -318,7 +320,8 @@ def _fallback(
                     found = slots.split(index, space, holder, pods, choose, choose, healthiest_hosts)
                     if found is None:
                         continue
-                    slowdown = capacity.comm_slowdown(fab, ranks.order(fab, found.hosts), g, traffic, caps)
+                    slowdown = capacity.comm_slowdown(fab, ranks.order(fab, found.hosts), g, traffic, caps,
+                                                      pattern)
                     if math.isinf(slowdown):
                         continue
                     rank = (round(slowdown, 9), level, slots.shape(index, holder, found.domains),
@@ -342,10 +345,11 @@ def _plan_of(
     if preferred is not None and choice.level > preferred:
         name = reasons.tier_name(fab, preferred)
         why.append(f"preferred tier {name}: no single {name} holds it now")
-    plan = _plan(snap, choice.split.hosts, choice.level, g, traffic, [*why, *notes])
+    plan = _plan(snap, choice.split.hosts, choice.level, g, traffic, [*why, *notes], gang.pattern)
     if plan.degraded_path:
         return plan
-    extra = reasons.slowdown_note(fab, plan.ranks, g, traffic, plan.comm_slowdown, snap.capacities)
+    extra = reasons.slowdown_note(fab, plan.ranks, g, traffic, plan.comm_slowdown, snap.capacities,
+                                  gang.pattern)
     if not extra:
         return plan
     return dataclasses.replace(plan, reasons=(*plan.reasons, *extra))
@@ -358,6 +362,7 @@ def _plan(
     g: int,
     traffic: capacity.Traffic | None,
     why: Sequence[str],
+    pattern: capacity.Pattern,
 ) -> request.Plan:
     fab = snap.fabric
     order = ranks.order(fab, pods_per_host)
@@ -365,7 +370,7 @@ def _plan(
         ranks=order,
         tier=tier,
         domains=ranks.domains_used(fab, order),
-        comm_slowdown=capacity.comm_slowdown(fab, order, g, traffic, snap.capacities),
+        comm_slowdown=capacity.comm_slowdown(fab, order, g, traffic, snap.capacities, pattern),
         degraded_path=capacity.on_degraded_path(fab, order),
         reasons=tuple(why),
     )

@@ -82,12 +82,12 @@ def avoided(
 
 def slowdown_note(
     fab: fabric.Fabric, ranks: Sequence[ids.NodeName], gpus_per_pod: int, traffic: capacity.Traffic | None,
-    slowdown: float, caps: capacity.Capacities | None = None,
+    slowdown: float, caps: capacity.Capacities | None = None, pattern: capacity.Pattern = capacity.ALL_TO_ALL,
 ) -> list[str]:
     """Why comm_slowdown is above 1 on a healthy path: the most loaded uplink."""
     if slowdown <= 1.0:
         return []
-    demand = capacity.gang_demand(fab, ranks, gpus_per_pod)
+    demand = capacity.gang_demand(fab, ranks, gpus_per_pod, pattern)
     if not demand:
         return []
     key = max(sorted(demand), key=lambda k: capacity.domain_load(fab, k, demand[k], traffic, True, caps))

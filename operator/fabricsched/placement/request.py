@@ -7,7 +7,10 @@ from collections.abc import Mapping
 from dataclasses import KW_ONLY, dataclass, field
 
 from fabricsched import ids
+from fabricsched.api import topology as api
 from fabricsched.topology import fabric
+
+Pattern = api.TrafficPattern
 
 
 @dataclass(frozen=True)
@@ -29,6 +32,8 @@ class GangRequest:
     slice_tier: int | None = None
     slice_required: bool = True
     """False: slices that no plan keeps whole now are given up (and noted), not waited for."""
+    pattern: Pattern = Pattern.ALL_TO_ALL
+    """How its pods talk: what the capacity model prices its plans with (docs/model.md)."""
 
     @property
     def sliced(self) -> bool:
@@ -114,12 +119,13 @@ class NoFit:
 
 def gang_on(
     fab: fabric.Fabric, key: ids.GangKey, pods: int, gpus_per_pod: int, tier: str | None, required: bool,
-    *, preferred: str | None = None, slices: Slices | None = None,
+    *, preferred: str | None = None, slices: Slices | None = None, pattern: Pattern | None = None,
 ) -> GangRequest | NoFit:
     """The request for a gang whose constraint tiers are named (or None): every caller builds
     its requests here, so the tiers and whether they are required always reach the engine. A
     tier name the fabric does not have can never be met; nor can slices that do not divide the
-    gang, or a preferred tier above the required one."""
+    gang, or a preferred tier above the required one. ``pattern`` None: the fabric's default."""
+    traffic = fab.traffic if pattern is None else pattern
     indexes: dict[str, int] = {}
     for name in (tier, preferred, slices.tier if slices else None):
         if name is None:
@@ -134,8 +140,8 @@ def gang_on(
     if lower is not None and index is not None and required and lower > index:
         return NoFit(f"preferred tier {preferred} is above required tier {tier}", unresolvable=True)
     if slices is None or slices.pods <= 1:
-        return GangRequest(key, pods, gpus_per_pod, index, required, preferred_tier=lower)
+        return GangRequest(key, pods, gpus_per_pod, index, required, preferred_tier=lower, pattern=traffic)
     if slices.pods < 1 or pods % slices.pods:
         return NoFit(f"a gang of {pods} pods cannot be cut in slices of {slices.pods}", unresolvable=True)
     return GangRequest(key, pods, gpus_per_pod, index, required, preferred_tier=lower, slice_pods=slices.pods,
-                       slice_tier=indexes[slices.tier], slice_required=slices.required)
+                       slice_tier=indexes[slices.tier], slice_required=slices.required, pattern=traffic)

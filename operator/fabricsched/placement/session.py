@@ -36,27 +36,28 @@ class Running:
 
     def __init__(self) -> None:
         self.traffic = capacity.Traffic()
-        self._gangs: dict[ids.GangKey, tuple[fabric.Fabric, Sequence[ids.NodeName], int]] = {}
+        self._gangs: dict[ids.GangKey, tuple[Sequence[ids.NodeName], int, capacity.Pattern]] = {}
         self._demands: dict[ids.GangKey, tuple[object, fabric.Fabric, dict[DomainKey, float]]] = {}
 
     def start(self, key: ids.GangKey, fab: fabric.Fabric, ranks: Sequence[ids.NodeName],
-              gpus_per_pod: int) -> None:
-        self._gangs[key] = (fab, ranks, gpus_per_pod)
-        self.traffic.add(fab, ranks, gpus_per_pod)
+              gpus_per_pod: int, pattern: capacity.Pattern = capacity.ALL_TO_ALL) -> None:
+        self._gangs[key] = (ranks, gpus_per_pod, pattern)
+        self.traffic.add(fab, ranks, gpus_per_pod, pattern)
 
     def end(self, key: ids.GangKey, fab: fabric.Fabric) -> None:
         """Remove gang ``key``'s demand, priced on ``fab`` (the fabric of now)."""
-        _, ranks, gpus_per_pod = self._gangs.pop(key)
-        self.traffic.remove(fab, ranks, gpus_per_pod)
+        ranks, gpus_per_pod, pattern = self._gangs.pop(key)
+        self.traffic.remove(fab, ranks, gpus_per_pod, pattern)
 
     def demand_of(self, key: ids.GangKey, version: object, fab: fabric.Fabric,
-                  nodes: Sequence[ids.NodeName], gpus_per_pod: int) -> dict[DomainKey, float]:
+                  nodes: Sequence[ids.NodeName], gpus_per_pod: int,
+                  pattern: capacity.Pattern = capacity.ALL_TO_ALL) -> dict[DomainKey, float]:
         """``capacity.gang_demand`` of a placed gang, kept while ``version`` (an immutable record
         of its placement) and ``fab`` are the same objects."""
         kept = self._demands.get(key)
         if kept is not None and kept[0] is version and kept[1] is fab:
             return kept[2]
-        demand = capacity.gang_demand(fab, nodes, gpus_per_pod) if len(nodes) > 1 else {}
+        demand = capacity.gang_demand(fab, nodes, gpus_per_pod, pattern) if len(nodes) > 1 else {}
         self._demands[key] = (version, fab, demand)
         return demand
 
@@ -101,6 +102,7 @@ class Session:
         """Start ``plan`` now or hold the gang for locality (``patience.hold_for``)."""
         return patience.hold_for(self.floors, fab, gang, plan, waited_s, wait)
 
-    def floor(self, fab: fabric.Fabric, pods: int, gpus_per_pod: int) -> float:
+    def floor(self, fab: fabric.Fabric, pods: int, gpus_per_pod: int,
+              pattern: capacity.Pattern = capacity.ALL_TO_ALL) -> float:
         """The gang's slowdown alone in the empty healthy ``fab``."""
-        return self.floors.slowdown(fab, pods, gpus_per_pod)
+        return self.floors.slowdown(fab, pods, gpus_per_pod, pattern)

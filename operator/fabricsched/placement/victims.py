@@ -52,6 +52,8 @@ class RunningWorkload:
     """Managed by Kueue (label ``kueue.x-k8s.io/queue-name``)."""
     opted_out: bool = False
     """Its namespace keeps it out of preemption."""
+    pattern: capacity.Pattern = capacity.ALL_TO_ALL
+    """Its traffic pattern: a ring's demand follows ``pods`` as its rank order."""
 
     @property
     def gpus(self) -> int:
@@ -212,7 +214,7 @@ def _final(
         for w in chosen:
             ranks = [h for h, _ in w.pods if h in fab.hosts]
             if w.gang and len(ranks) > 1:
-                after.remove(fab, ranks, max(1, w.pods[0][1]))
+                after.remove(fab, ranks, max(1, w.pods[0][1]), w.pattern)
     plan = placing.place(snap, _freed(fab, free, chosen), gang, after, options, hosts)
     if not isinstance(plan, request.Plan):  # _in_domain tested this very fit
         raise AssertionError(f"victim set stopped fitting: {plan}")

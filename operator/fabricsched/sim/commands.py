@@ -43,7 +43,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     sim.add_argument("--topology", required=True, type=Path, help="FabricTopology YAML")
     sim.add_argument("--jobs", required=True, type=Path,
                      help="CSV: name,submit_s,pods,gpus_per_pod,duration_s,required_tier, then any of "
-                     "priority, preferred_tier, slice (N@tier | N~tier)")
+                     "priority, preferred_tier, slice (N@tier | N~tier), traffic (all-to-all | ring)")
     sim.add_argument("--events", type=Path, help="CSV: time_s,target_kind,target,state,capacity")
     sim.add_argument("--policy", choices=policies.POLICY_NAMES, default="fabric")
     sim.add_argument("--seed", type=int, default=0, help="seed of the default and random policies' choices")

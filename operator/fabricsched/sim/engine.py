@@ -119,7 +119,8 @@ class Simulation:
         self.traffic = self.session.running.traffic
         self.free = _Free(scn.structure, {j.gpus_per_pod for j in scn.jobs})
         self.heap: list[tuple[float, int, int, int]] = []
-        self.outcomes: list[results.Outcome] = [results.Outcome(job) for job in scn.jobs]
+        self.outcomes: list[results.Outcome] = [
+            results.Outcome(job, traffic=policies.pattern_of(scn.structure, job)) for job in scn.jobs]
         self.running: dict[int, _Running] = {}
         self.ticks: set[float] = set()
         self._leaf_slots: dict[int, int] = {}
@@ -269,12 +270,13 @@ class Simulation:
         snap = self.snapshot
         if len(ranks) != job.pods:
             raise RuntimeError(f"policy {self.policy.name} gave {len(ranks)} ranks for {job.pods} pods")
-        slowdown = capacity.comm_slowdown(snap, ranks, job.gpus_per_pod, self.traffic)
+        pattern = policies.pattern_of(snap, job)
+        slowdown = capacity.comm_slowdown(snap, ranks, job.gpus_per_pod, self.traffic, pattern=pattern)
         degraded = capacity.on_degraded_path(snap, ranks)
         avoidable = degraded and job.pods > 1 and self._healthy_existed(job)
         spanned = {str(snap.tiers[t].name): n for t, n in _spanned(snap, ranks).items()}
         self.free.take(ranks, job.gpus_per_pod)
-        self.session.running.start(_key(i), snap, ranks, job.gpus_per_pod)
+        self.session.running.start(_key(i), snap, ranks, job.gpus_per_pod, pattern)
         end = now + self._left.get(i, job.duration_s) * slowdown
         self.running[i] = _Running(i, ranks, end)
         self.session.clocks.forget(_key(i))
@@ -283,11 +285,11 @@ class Simulation:
         self.outcomes[i] = results.Outcome(
             job=job, start_s=now, end_s=end, placement=ranks, domains_spanned=spanned,
             degraded_path=degraded, comm_slowdown=slowdown,
-            floor=self.session.floor(self.scn.structure, job.pods, job.gpus_per_pod),
+            floor=self.session.floor(self.scn.structure, job.pods, job.gpus_per_pod, pattern),
             fits_one_leaf=self._fits_one_leaf(job), avoidable_degraded=avoidable,
             down_use=capacity.uses_down(snap, ranks),
             waited_for_locality_s=0.0 if held is None else now - held,
-            slice_domains=_slice_domains(snap, ranks, job.slices))
+            slice_domains=_slice_domains(snap, ranks, job.slices), traffic=pattern)
         if math.isfinite(end):
             heapq.heappush(self.heap, (end, _END, i, i))
 
@@ -311,7 +313,9 @@ class Simulation:
         assert self.preempter is not None
         jobs = self.scn.jobs
         running = [preempting.Victim(r.index, jobs[r.index].rank, r.ranks, jobs[r.index].gpus_per_pod,
-                                     self.outcomes[r.index].start_s or 0.0) for r in self.running.values()]
+                                     self.outcomes[r.index].start_s or 0.0,
+                                     policies.pattern_of(self.snapshot, jobs[r.index]))
+                   for r in self.running.values()]
         job = self.scn.jobs[i]
         if not any(v.priority < job.rank for v in running):
             return None

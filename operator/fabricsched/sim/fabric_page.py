@@ -71,7 +71,7 @@ def snapshot(scn: scenario.Scenario, run: results.Run, name: str,
                 tier=job.required_tier or job.preferred_tier, required=job.required_tier is not None,
                 hosts=o.placement, slowdown=o.comm_slowdown or 1.0,
                 slowdown_at_placement=o.comm_slowdown or 1.0,
-                degraded_path=o.degraded_path, priority=job.rank,
+                degraded_path=o.degraded_path, priority=job.rank, traffic=o.traffic.value,
                 preferred_tier=job.preferred_tier if job.required_tier is not None else None,
                 slices=None if job.slices is None else view.SliceFacts(
                     job.slices.pods, job.slices.tier, job.slices.required,

@@ -58,7 +58,13 @@ def gang_request(snapshot: fabric.Fabric, job: records.Job) -> request.GangReque
     tier = job.required_tier or job.preferred_tier
     key = ids.GangKey(job.name)
     return request.gang_on(snapshot, key, job.pods, job.gpus_per_pod, tier, required,
-                           preferred=job.preferred_tier if required else None, slices=job.slices)
+                           preferred=job.preferred_tier if required else None, slices=job.slices,
+                           pattern=job.traffic)
+
+
+def pattern_of(fab: fabric.Fabric, job: records.Job) -> capacity.Pattern:
+    """The traffic pattern job ``job`` is priced with: its ``traffic`` cell, else the fabric's."""
+    return fab.traffic if job.traffic is None else job.traffic
 
 
 class EnginePolicy:

@@ -43,11 +43,12 @@ class Victim:
     ranks: Ranks
     gpus_per_pod: int
     start_s: float
+    pattern: capacity.Pattern = capacity.ALL_TO_ALL
 
     def workload(self) -> preemption.RunningWorkload:
         return preemption.RunningWorkload(ids.GangKey(str(self.index)), self.priority,
                                    tuple((h, self.gpus_per_pod) for h in self.ranks), self.start_s,
-                                   gang=len(self.ranks) > 1)
+                                   gang=len(self.ranks) > 1, pattern=self.pattern)
 
 
 @dataclass(frozen=True)

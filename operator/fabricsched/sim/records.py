@@ -27,7 +27,10 @@ SLICE_COLUMN = "slice"
 """Optional column: ``N@tier`` (slices of N consecutive ranks, each required inside one domain
 of the tier) or ``N~tier`` (preferred); empty = no slices. The pod annotations
 ``fabricsched.io/slice-size`` and ``slice-required-tier`` / ``slice-preferred-tier``."""
-OPTIONAL_JOB_COLUMNS = (PRIORITY_COLUMN, PREFERRED_COLUMN, SLICE_COLUMN)
+TRAFFIC_COLUMN = "traffic"
+"""Optional column: ``all-to-all`` or ``ring`` (the pod annotation ``fabricsched.io/traffic``);
+empty = the topology's ``spec.traffic``, else all-to-all."""
+OPTIONAL_JOB_COLUMNS = (PRIORITY_COLUMN, PREFERRED_COLUMN, SLICE_COLUMN, TRAFFIC_COLUMN)
 """After the six columns, any of these, each at most once, in any order."""
 MAX_TIER_NAME = 63
 """A tier name is a label-like word; longer cells are refused."""
@@ -57,6 +60,8 @@ class Job:
     preferred tier in place of the lowest."""
     slices: request.Slices | None = None
     """Slices of consecutive ranks, as the extender reads them from the pods' annotations."""
+    traffic: api.TrafficPattern | None = None
+    """The pattern the capacity model prices it with; None: the topology's default."""
 
     @property
     def constraint(self) -> tuple[str | None, str | None, request.Slices | None]:
@@ -156,6 +161,7 @@ def read_jobs(path: str | Path) -> list[Job]:
             priority=_priority(path, n, cells[PRIORITY_COLUMN]) if PRIORITY_COLUMN in cells else None,
             preferred_tier=_tier(path, n, PREFERRED_COLUMN, cells.get(PREFERRED_COLUMN, "")),
             slices=_slices(path, n, cells.get(SLICE_COLUMN, "")),
+            traffic=_traffic(path, n, cells.get(TRAFFIC_COLUMN, "")),
         )
         if job.submit_s < 0:
             raise errors.SimInputError(path, n, f"submit_s must be >= 0, got {submit}")
@@ -200,6 +206,17 @@ def _slices(path: Path, line: int, cell: str) -> request.Slices | None:
             path, line, f"{SLICE_COLUMN} must be N@tier (required) or N~tier (preferred) with N >= 2, "
             f"got {cell[:80]!r}")
     return request.Slices(int(size), str(_tier(path, line, SLICE_COLUMN, tier)), required)
+
+
+def _traffic(path: Path, line: int, cell: str) -> api.TrafficPattern | None:
+    if not cell:
+        return None
+    try:
+        return api.TrafficPattern(cell)
+    except ValueError:
+        names = " or ".join(p.value for p in api.TrafficPattern)
+        raise errors.SimInputError(
+            path, line, f"{TRAFFIC_COLUMN} must be {names}, got {cell[:80]!r}") from None
 
 
 def read_events(path: str | Path) -> list[HealthEvent]:

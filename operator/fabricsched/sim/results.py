@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fabricsched import ids
+from fabricsched.api import topology as api
 from fabricsched.sim import records
 
 
@@ -53,6 +54,8 @@ class Outcome:
     slice_domains: tuple[str | None, ...] = ()
     """The domain of each slice of its last run, slice 0 first (None: the slice was split);
     empty for a job without slices."""
+    traffic: api.TrafficPattern = api.TrafficPattern.ALL_TO_ALL
+    """The pattern its slowdown is priced with (its trace cell, else the topology's default)."""
 
     @property
     def preferred_held(self) -> bool | None:
@@ -187,6 +190,10 @@ def document(run: Run) -> dict[str, Any]:
             entry["lost_gpu_s"] = o.lost_gpu_s
         summary["by_priority"] = {str(p): {k: v if isinstance(v, int) else _number(v) for k, v in f.items()}
                                   for p, f in by_priority(run).items()}
+    if any(o.job.traffic is not None or o.traffic != api.TrafficPattern.ALL_TO_ALL for o in run.outcomes):
+        # Only then: a trace of all-to-all jobs gives the document it always gave.
+        for entry, o in zip(jobs, run.outcomes, strict=True):
+            entry["traffic"] = o.traffic.value
     if any(o.job.preferred_tier is not None or o.job.slices is not None for o in run.outcomes):
         for entry, o in zip(jobs, run.outcomes, strict=True):
             entry.update(constraints(o))

@@ -206,11 +206,14 @@ def to_csv(jobs: Sequence[records.Job]) -> str:
         columns.append(records.PREFERRED_COLUMN)
     if any(j.slices for j in jobs):
         columns.append(records.SLICE_COLUMN)
+    if any(j.traffic for j in jobs):
+        columns.append(records.TRAFFIC_COLUMN)
     writer.writerow(records.JOB_COLUMNS + tuple(columns))
     for j in jobs:
         cells: dict[str, object] = {records.PRIORITY_COLUMN: j.rank,
                                     records.PREFERRED_COLUMN: j.preferred_tier or "",
-                                    records.SLICE_COLUMN: slice_cell(j.slices)}
+                                    records.SLICE_COLUMN: slice_cell(j.slices),
+                                    records.TRAFFIC_COLUMN: j.traffic.value if j.traffic else ""}
         row: list[object] = [j.name, j.submit_s, j.pods, j.gpus_per_pod, j.duration_s, j.required_tier or ""]
         writer.writerow([*row, *(cells[c] for c in columns)])
     return out.getvalue()

@@ -99,6 +99,8 @@ class Fabric:
     domains: Mapping[DomainKey, Domain]
     gpu_bandwidth_gbps: float = 400.0
     rails: int = 1
+    traffic: api.TrafficPattern = api.TrafficPattern.ALL_TO_ALL
+    """The pattern a gang that names none is priced with (``spec.traffic``)."""
     structure_id: object = field(default_factory=object, compare=False, repr=False)
     """Shared by the snapshots of one structure (hosts, GPUs, paths, domains) that differ in
     health only: ``index.FabricIndex`` keeps it across health changes, so the engine's tree

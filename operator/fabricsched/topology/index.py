@@ -259,6 +259,7 @@ class FabricIndex:
             domains=dict(self._domains),
             gpu_bandwidth_gbps=self.spec.gpu_bandwidth_gbps,
             rails=self.spec.rails,
+            traffic=self.spec.traffic or api.TrafficPattern.ALL_TO_ALL,
             structure_id=self._structure_id,
         )
         self._snapshot = BuildResult(built, self.conflicts())

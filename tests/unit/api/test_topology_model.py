@@ -59,7 +59,8 @@ def test_a_minimal_spec_gets_every_default() -> None:
 def test_wire_names_stay_camel_case() -> None:
     # Other components read these keys; a rename here is a breaking API change.
     assert list(topology.FabricTopologySpec.model_json_schema(by_alias=True)["properties"]) == [
-        "nodeSelector", "gpuResource", "tiers", "rails", "railDevices", "gpuBandwidthGbps", "health", "links",
+        "nodeSelector", "gpuResource", "tiers", "rails", "railDevices", "gpuBandwidthGbps", "traffic",
+        "health", "links",
         "draGpus",
     ]
     assert list(topology.FabricTopologyStatus.model_json_schema(by_alias=True)["properties"]) == [

@@ -35,3 +35,12 @@ def test_an_object_of_the_shape_before_shows_its_one_tier() -> None:
     gang = explained({"tier": {"name": "leaf", "policy": "required"}}, {}).gangs[0]
     assert gang.constraints == ("required tier leaf",)
     assert (gang.tier, gang.tier_policy) == ("leaf", "required")
+
+
+def test_the_traffic_pattern_is_shown_and_all_to_all_when_the_object_has_none() -> None:
+    ring = explained({"traffic": "ring"}, {})
+    assert ring.gangs[0].traffic == "ring"
+    assert ", traffic ring" in render.text(ring)
+    assert render.to_wire(ring)["gangs"][0]["traffic"] == "ring"
+    older = explained({}, {})
+    assert older.gangs[0].traffic == "all-to-all" and ", traffic all-to-all" in render.text(older)

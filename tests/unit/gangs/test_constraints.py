@@ -127,3 +127,28 @@ def test_podgroup_and_workload_manifests_give_their_keys_and_template() -> None:
 def test_a_topology_key_that_is_no_label_key_makes_the_podgroup_unreadable(key: object) -> None:
     with pytest.raises(parsing.Invalid):
         owners.pod_group_facts(podgroup({"schedulingConstraints": {"topology": [{"key": key}]}}))
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    ("ring", request.Pattern.RING), ("all-to-all", request.Pattern.ALL_TO_ALL), ("", None)])
+def test_the_traffic_annotation_names_the_pattern(value: str, expected: request.Pattern | None) -> None:
+    assert constraints.of_pod({"fabricsched.io/traffic": value}).traffic == expected
+    assert constraints.of_pod({}).traffic is None
+
+
+@pytest.mark.parametrize("value", ["Ring", "tree", "all_to_all", "ring ", "x" * 100_000])
+def test_an_unknown_traffic_pattern_is_refused_with_the_annotation_named(value: str) -> None:
+    refused = r"annotation fabricsched\.io/traffic=.* is not all-to-all or ring"
+    with pytest.raises(parsing.Invalid, match=refused) as e:
+        constraints.of_pod({"fabricsched.io/traffic": value})
+    assert len(str(e.value)) < 200  # a huge value is cut, not echoed
+
+
+def test_a_pod_with_an_unknown_traffic_pattern_is_not_planned_and_says_why() -> None:
+    pod = nodes.PodUsage.from_manifest(make_pod("p-0", "train").gpus(8).annotate(
+        "fabricsched.io/traffic", "mesh").build())
+    found = gangs.identify(pod, Owners())
+    assert not isinstance(found, gangs.GangIdentity) and "fabricsched.io/traffic" in found.reason
+    ring = nodes.PodUsage.from_manifest(make_pod("p-0", "train").gpus(8).annotate(
+        "fabricsched.io/traffic", "ring").build())
+    assert identify(ring, Owners()).traffic == request.Pattern.RING

@@ -161,9 +161,10 @@ def test_floors_are_computed_once_per_structure_whatever_the_health(
     calls: list[tuple[int, int]] = []
     real = patience.floor_slowdown
 
-    def counting(fab: fabric.Fabric, pods: int, gpus_per_pod: int) -> float:
+    def counting(fab: fabric.Fabric, pods: int, gpus_per_pod: int,
+                 pattern: request.Pattern = request.Pattern.ALL_TO_ALL) -> float:
         calls.append((pods, gpus_per_pod))
-        return real(fab, pods, gpus_per_pod)
+        return real(fab, pods, gpus_per_pod, pattern)
 
     monkeypatch.setattr(patience, "floor_slowdown", counting)
     degraded = (FabricBuilder().spine("s1").leaf("l1").leaf("l2").spine("s2").leaf("l3").leaf("l4")
@@ -176,3 +177,6 @@ def test_floors_are_computed_once_per_structure_whatever_the_health(
     bigger = FabricBuilder().spine("s1").leaf("l1", hosts=8).leaf("l2").build()
     assert floors.slowdown(bigger, 8, 8) == 1.0  # another structure: its own floor
     assert calls[-1] == (8, 8) and len(calls) == 3
+    # A ring's floor is its own: one edge out of each leaf, not 4 x 4 / 7 pods' worth.
+    assert floors.slowdown(two_spines, 8, 8, request.Pattern.RING) == 1.0
+    assert len(calls) == 4

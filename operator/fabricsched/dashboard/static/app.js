@@ -250,6 +250,7 @@
       items.push("slices of " + s.size + " pods in one " + s.tier + " (" + (s.required ? "required" : "preferred") +
         "): " + where);
     }
+    items.push("traffic: " + (g.traffic || "all-to-all") + " (the pattern its slowdown is priced with)");
     items.push("priority " + g.priority);
     const p = g.preemption;
     if (p) {

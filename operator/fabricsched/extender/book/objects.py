@@ -63,6 +63,7 @@ def manifest_of(
             size=entry.slices.pods, tier=entry.slices.tier, domains=list(entry.slice_domains),
             policy=api.TierPolicy.REQUIRED if entry.slices.required else api.TierPolicy.PREFERRED,
         ),
+        traffic=entry.traffic,
         topology=entry.topology,
         domains={tier: list(names) for tier, names in entry.domains.items()},
         ranks=[api.RankAssignment(rank=r, node=n) for r, n in enumerate(entry.ranks) if n is not None],
@@ -156,6 +157,7 @@ def entry_of(manifest: Mapping[str, Any]) -> reservations.Entry:
         priority=spec.priority or 0,
         preemption=hold,
         preempted_by=by,
+        traffic=spec.traffic,
     )
 
 

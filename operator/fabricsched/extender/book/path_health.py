@@ -83,7 +83,8 @@ class PathHealth:
         degraded = bool(found) or capacity.on_degraded_path(fab, ranks)
         slowdown = at_placement
         if degraded and ranks:
-            slowdown = max(at_placement, capacity.comm_slowdown(fab, ranks, entry.gpus_per_pod))
+            slowdown = max(at_placement, capacity.comm_slowdown(fab, ranks, entry.gpus_per_pod,
+                                                                 pattern=entry.pattern))
         return dataclasses.replace(
             entry,
             comm_slowdown=slowdown,

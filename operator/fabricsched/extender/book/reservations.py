@@ -87,6 +87,9 @@ class Entry:
     """What it evicted for this plan (docs/preemption.md): its hold outlives the victims."""
     preempted_by: preempted.PreemptedRecord | None = None
     """Who last preempted it (kept when a new plan replaces the old)."""
+    traffic: request.Pattern | None = None
+    """The traffic pattern its plan is priced with (a plan's: the gang's, else its fabric's);
+    None: all-to-all (a Pending gang that named none, an object written before the field)."""
 
     @classmethod
     def of_gang(
@@ -99,12 +102,16 @@ class Entry:
             key=gang.key, namespace=gang.namespace, name=gang.name, job_uid=gang.job_uid,
             job_name=gang.job_name, size=gang.size, gpus_per_pod=gang.gpus_per_pod, topology=topology,
             tier=gang.tier, required=gang.required, ranks=ranks, gpu_resource=gpu_resource,
-            preferred_tier=gang.preferred_tier, slices=gang.slices,
+            preferred_tier=gang.preferred_tier, slices=gang.slices, traffic=gang.traffic,
         )
 
     @property
     def display(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    @property
+    def pattern(self) -> request.Pattern:
+        return request.Pattern.ALL_TO_ALL if self.traffic is None else self.traffic
 
     @property
     def active(self) -> bool:

@@ -74,7 +74,7 @@ def traffic(placing_session: session.Session, fab: fabric.Fabric,
     total = capacity.Traffic()
     for entry in entries:
         nodes = [node for _, node in entry.placed() if node in fab.hosts]
-        total.add_demand(running.demand_of(entry.key, entry, fab, nodes, entry.gpus_per_pod))
+        total.add_demand(running.demand_of(entry.key, entry, fab, nodes, entry.gpus_per_pod, entry.pattern))
     running.prune_demands({entry.key for entry in entries})
     return total
 
@@ -99,7 +99,7 @@ def gang_request(gang: gangs.GangIdentity, fab: fabric.Fabric) -> request.GangRe
     if isinstance(found, request.NoFit):
         return found
     return request.gang_on(fab, found.key, found.size, found.gpus_per_pod, found.tier, found.required,
-                           preferred=found.preferred_tier, slices=found.slices)
+                           preferred=found.preferred_tier, slices=found.slices, pattern=found.traffic)
 
 
 def plan(
@@ -126,6 +126,7 @@ def new_entry(
                                    tuple(made.ranks), gpu_resource),
         domains=_named(fab, made.domains),
         slice_domains=made.slice_domains,
+        traffic=gang.traffic or fab.traffic,
         comm_slowdown=made.comm_slowdown,
         degraded_path=made.degraded_path,
         reasons=tuple(made.reasons),
@@ -152,24 +153,21 @@ def replan(
     staying = [node for rank, node in entry.placed() if rank not in moving and node in fab.hosts]
     # Slices are not planned again: the staying ranks hold their slices' domains already.
     part = request.gang_on(fab, entry.key, len(moving), entry.gpus_per_pod, entry.tier, entry.required,
-                           preferred=entry.preferred_tier)
+                           preferred=entry.preferred_tier, pattern=entry.pattern)
     if isinstance(part, request.NoFit):
         return part
     free = inputs.free()
     usable = [n for n in candidates if n in fab.hosts and not fab.hosts[n].down]
     result: request.Plan | request.NoFit = request.NoFit("no candidate node for the gang's ranks")
     for area in _areas(fab, staying, part, set(usable)):
-        result = _best_in(inputs, entry, staying, part, area, free, options)
+        result = _best_in(inputs, entry, moving, part, area, free, options)
         if isinstance(result, request.Plan):
             break
     if isinstance(result, request.NoFit):
         return result
-    nodes = list(entry.ranks)
-    for rank, node in zip(sorted(moving), result.ranks, strict=True):
-        nodes[rank] = node
-    placed = [entry.bound.get(r, n) for r, n in enumerate(nodes)]
-    whole = [n for n in placed if n is not None and n in fab.hosts]
-    slowdown = capacity.comm_slowdown(fab, whole, entry.gpus_per_pod, inputs.traffic)
+    nodes = _moved(entry, moving, result.ranks)
+    whole = _footprint(fab, entry, nodes)
+    slowdown = capacity.comm_slowdown(fab, whole, entry.gpus_per_pod, inputs.traffic, pattern=entry.pattern)
     moved = ", ".join(str(r) for r in sorted(moving))
     return replace(
         entry,
@@ -194,7 +192,7 @@ def around(
     bound pods are usage in the snapshot already, so ``inputs`` reserve nothing for them."""
     placed = tuple(bound.get(r) for r in range(gang.size))
     start = replace(reservations.Entry.of_gang(gang, topology, placed, inputs.snapshot.spec.gpu_resource),
-                    bound=dict(bound))
+                    bound=dict(bound), traffic=gang.traffic or inputs.fabric.traffic)
     made = replan(inputs, start, [r for r in range(gang.size) if r not in bound], candidates, options)
     if isinstance(made, request.NoFit):
         return made
@@ -217,8 +215,25 @@ def _areas(
     return [area for i, area in enumerate(areas) if area and area not in areas[:i]]
 
 
+def _moved(entry: reservations.Entry, moving: Sequence[int],
+           nodes: Sequence[ids.NodeName]) -> list[ids.NodeName | None]:
+    """The gang's planned node per rank with ``moving`` (in rank order) given ``nodes``."""
+    placed = list(entry.ranks)
+    for rank, node in zip(sorted(moving), nodes, strict=True):
+        placed[rank] = node
+    return placed
+
+
+def _footprint(fab: fabric.Fabric, entry: reservations.Entry,
+               nodes: Sequence[ids.NodeName | None]) -> list[ids.NodeName]:
+    """The node of every placed rank in rank order (a bound pod's own node): what a ring's
+    demand follows."""
+    placed = (entry.bound.get(r, n) for r, n in enumerate(nodes))
+    return [n for n in placed if n is not None and n in fab.hosts]
+
+
 def _best_in(
-    inputs: Inputs, entry: reservations.Entry, staying: Sequence[ids.NodeName], part: request.GangRequest,
+    inputs: Inputs, entry: reservations.Entry, moving: Sequence[int], part: request.GangRequest,
     area: set[ids.NodeName], free: Mapping[ids.NodeName, int], options: request.PlacementOptions,
 ) -> request.Plan | request.NoFit:
     """The engine's plan for the moving ranks in ``area`` with the lowest finite slowdown of the
@@ -234,7 +249,9 @@ def _best_in(
         if not isinstance(made, request.Plan):
             why = made
             continue
-        slowdown = capacity.comm_slowdown(fab, [*staying, *made.ranks], entry.gpus_per_pod, inputs.traffic)
+        whole = _footprint(fab, entry, _moved(entry, moving, made.ranks))
+        slowdown = capacity.comm_slowdown(fab, whole, entry.gpus_per_pod, inputs.traffic,
+                                          pattern=entry.pattern)
         if math.isfinite(slowdown) and (best is None or slowdown < best[0] - 1e-9):
             best = (slowdown, made)
     return best[1] if best is not None else why

@@ -36,7 +36,7 @@ from fabricsched.api import schedconfig
 from fabricsched.api.placement import PlacementPhase
 from fabricsched.extender.book import following, pending, preempted, reservations, sink, workloads
 from fabricsched.extender.decide import admission, budgets, owners, planning
-from fabricsched.placement import preemption, request, session, snapshot
+from fabricsched.placement import preemption, ranks, request, session, snapshot
 from fabricsched.ports import errors, views
 from fabricsched.topology import nodes
 
@@ -277,9 +277,13 @@ class GangPreemption:
                 namespaces[namespace] = await self._namespace(namespace)
             covering, opted = namespaces.get(namespace, ((), False))
             starts = [p.started_at for p in pods if p.started_at is not None]
+            entry = self.book.get(key)
+            pattern = request.Pattern.ALL_TO_ALL if entry is None else entry.pattern
+            placed = [(p.node, p.gpus(resource)) for p in pods if p.node is not None]
+            if pattern == request.Pattern.RING:  # its traffic follows its plan's rank order: the fabric's
+                placed.sort(key=lambda pod: ranks.fabric_order(snap.fabric, pod[0]))
             out.append(_Candidate(pods, preemption.RunningWorkload(
-                key, priority, tuple((p.node, p.gpus(resource)) for p in pods if p.node is not None),
-                min(starts, default=now), gang=len(pods) > 1,
+                key, priority, tuple(placed), min(starts, default=now), gang=len(pods) > 1, pattern=pattern,
                 # A terminating pod is on its way out already: evicting its workload again frees nothing.
                 protected=any(p.terminating for p in pods) or budgets.protected(pods, covering),
                 kueue=budgets.kueue_managed(pods), opted_out=opted,

@@ -82,3 +82,21 @@ def test_a_native_key_of_no_tier_is_refused_naming_the_key_and_the_tiers() -> No
 def test_a_tier_named_on_the_pods_is_not_overridden() -> None:
     named = gang("example.com/spine", tier="leaf", required=False)
     assert planning.resolved(named, FAB) is named
+
+
+def test_the_traffic_pattern_is_written_and_read_back_and_absent_reads_all_to_all() -> None:
+    ring = objects.manifest_of(entry(traffic=request.Pattern.RING))
+    assert ring["spec"]["traffic"] == "ring"
+    assert objects.entry_of(ring).pattern == request.Pattern.RING
+    older = objects.manifest_of(entry())
+    assert "traffic" not in older["spec"]
+    back = objects.entry_of(older)
+    assert back.traffic is None and back.pattern == request.Pattern.ALL_TO_ALL
+
+
+def test_a_gang_request_takes_the_gangs_pattern_else_the_fabrics() -> None:
+    ringed = dataclasses.replace(FAB, traffic=request.Pattern.RING)
+    for fab, own, expected in ((FAB, None, request.Pattern.ALL_TO_ALL), (ringed, None, request.Pattern.RING),
+                               (ringed, request.Pattern.ALL_TO_ALL, request.Pattern.ALL_TO_ALL)):
+        asked = planning.gang_request(gang(None, traffic=own), fab)
+        assert isinstance(asked, request.GangRequest) and asked.pattern == expected
