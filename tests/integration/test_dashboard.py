@@ -137,7 +137,8 @@ def test_selecting_a_job_highlights_its_hosts_and_a_host_degraded_under_it_turns
 ) -> None:
     fabric.job(ns, "six", pods=6, annotations={
         "fabricsched.io/required-tier": "spine", "fabricsched.io/preferred-tier": "leaf",
-        "fabricsched.io/slice-size": "2", "fabricsched.io/slice-required-tier": "leaf"})
+        "fabricsched.io/slice-size": "2", "fabricsched.io/slice-required-tier": "leaf",
+        "fabricsched.io/traffic": "ring"})
     placed = fabric.placed(ns, "six", 6)
     open_page(browser, fabric)
     row = f'#gangs tr[data-key^="{ns}/six@"]'
@@ -151,6 +152,7 @@ def test_selecting_a_job_highlights_its_hosts_and_a_host_degraded_under_it_turns
     said = browser.execute_script("return document.getElementById('gang-constraints').textContent")
     assert "required tier: spine" in said and "preferred tier: leaf (not held)" in said
     assert "slices of 2 pods in one leaf (required): slice 0 in l0" in said and "slice 2 in l0" in said
+    assert "traffic: ring" in said
     screenshot(browser, "dashboard-gang.png")
 
     host = placed[0]

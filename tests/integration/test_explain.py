@@ -127,6 +127,43 @@ def test_a_placed_gang_is_explained_in_text_with_its_hosts_and_leaves(stage: Sta
             rf"^\s+{rank}\s+{node}\s+{stage.leaf_of[node]}\s+s1\s+yes$", done.stdout, re.M
         ), done.stdout
     assert "path: healthy" in done.stdout
+    assert ", traffic all-to-all" in done.stdout  # no annotation, no FabricTopology default
+
+
+def test_a_ring_gangs_placement_and_explanation_show_its_traffic_pattern(stage: Stage) -> None:
+    # The two hosts `wide` left free; fabricsched.io/traffic on the pods names the pattern.
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "ring"},
+        "spec": {
+            "parallelism": 2,
+            "completions": 2,
+            "completionMode": "Indexed",
+            "backoffLimit": 0,
+            "template": {"metadata": {"annotations": {"fabricsched.io/traffic": "ring"}},
+                         "spec": trainer_spec(8)},
+        },
+    }
+    jobs = f"/apis/batch/v1/namespaces/{stage.namespace}/jobs"
+    stage.api.call("POST", jobs, job)
+    try:
+        placement = wait_for(
+            "FabricPlacement ring Bound",
+            lambda: (p := stage.api.request("GET", PLACEMENTS.format(ns=stage.namespace) + "/ring"))[0] == 200
+            and p[1].get("status", {}).get("phase") == "Bound" and p[1],
+            timeout=60,
+        )
+        assert placement["spec"]["traffic"] == "ring"
+        assert placement["status"]["commSlowdown"] == 1.0
+        done = explain(f"{stage.namespace}/ring", kubeconfig=stage.plane.kubeconfig)
+        assert done.returncode == 0, done.stderr
+        assert ", traffic ring" in done.stdout, done.stdout
+        wire = json.loads(explain(f"{stage.namespace}/ring", "-o", "json",
+                                  kubeconfig=stage.plane.kubeconfig).stdout)
+        assert wire["gangs"][0]["traffic"] == "ring"
+    finally:
+        stage.api.request("DELETE", f"{jobs}/ring", {"propagationPolicy": "Background"})
 
 
 def test_a_name_alone_is_looked_up_in_the_kubeconfig_contexts_namespace(stage: Stage, tmp_path: Path) -> None:
