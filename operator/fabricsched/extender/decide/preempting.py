@@ -14,7 +14,8 @@ the whole fabric, is given one by
 
 Either way the preemptor's plan is reserved and written at once, with ``status.preemption``
 (the victims' pod UIDs): the book holds the victims' GPUs as they free and its expiry clock
-starts only once the last of them is gone (``clear``); a restart or a new leader resumes from
+starts only once the last of them is gone (``clear``), or their longest grace period and a
+margin have passed (``preempted.TERMINATION_MARGIN_S``); a restart or a new leader resumes from
 the object, so there is never a second round. Then the victims' plans are released (reason
 Preempted, the preemptor named on their objects), their pods evicted through the Eviction API
 (a refusal, such as a 429 from a budget, stops the round: what was evicted stays evicted and
@@ -343,7 +344,8 @@ class GangPreemption:
                                       v.priority, v.gpus, tuple(p.uid for p in pods_of[v.key]))
             for v in choice.victims
         )
-        hold = preempted.PreemptionHold(victims, domain, now)
+        grace = max((p.grace_s for v in choice.victims for p in pods_of[v.key]), default=0)
+        hold = preempted.PreemptionHold(victims, domain, now, grace_s=grace)
         plural = "s" if len(victims) != 1 else ""
         reason = (f"preempts {len(victims)} workload{plural} ({choice.gpus_evicted} GPUs, priority <= "
                   f"{choice.highest_priority}) to clear {domain}")
@@ -412,17 +414,15 @@ class GangPreemption:
                    if e.preemption is not None and e.preemption.cleared_at is None]
         if not holding:
             return
-        live = {p.uid for p in self.state.pods.values() if p.node is not None and not gangs.pod_ended(p)
-                and not (p.terminating and p.containers_done)}
+        # A victim holds its GPUs until its containers stop, not from its deletion: evicted, it
+        # is terminating at once and runs through its grace period (``gangs.pod_ended``, which
+        # frees a rank at deletion, would start the clock right after the eviction).
+        holders = {p.uid for p in self.state.pods.values() if p.active}
         now = self.clock()
         for entry in holding:
             assert entry.preemption is not None
-            if entry.preemption.pod_uids & live:
-                continue
-            hold = dataclasses.replace(entry.preemption, cleared_at=now)
-            kept = self.book.put(dataclasses.replace(
-                entry, preemption=hold, expires_at=now + self.book.options.reservation_ttl_s))
-            self.writer.submit(kept)
+            if not entry.preemption.pod_uids & holders and (kept := self.book.clear_hold(entry.key, now)):
+                self.writer.submit(kept)
 
     def carry(self, entry: reservations.Entry, pod: nodes.PodUsage) -> reservations.Entry:
         """A new plan with its gang's priority; a victim's keeps who preempted it (``fabricsched
