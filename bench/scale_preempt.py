@@ -15,6 +15,7 @@ low-priority gangs, then high-priority gangs that must preempt one of them.
 
 from __future__ import annotations
 
+import functools
 import re
 import time
 from collections.abc import Callable, Sequence
@@ -68,8 +69,10 @@ def run(bench: Bench, summary: Callable[[Sequence[float]], dict[str, float]]) ->
                                          "fabricsched.io/rank": str(rank)}},
             "spec": spec})
 
-    cl.each(create_low, low)
+    # Counted before the low pods exist: read after, it already held some of them, and the wait
+    # below for as many more never ended.
     everything = bench.pods_seen() + len(low)
+    cl.each(create_low, low)
     cl.wait_for("the low gangs in fabricsched's state", lambda: bench.pods_seen() >= everything,
                 args.timeout, 0.5)
     cl.namespace(api, "high", args.timeout)
@@ -96,8 +99,9 @@ def run(bench: Bench, summary: Callable[[Sequence[float]], dict[str, float]]) ->
             1 for p in cl.pods(api, "high") if p["spec"].get("nodeName")) >= args.preemption_gang,
             args.timeout, 0.1)
         bound_s.append(time.monotonic() - started)
-        lines = bench.operator.log.read_text(errors="replace").splitlines()[log_start:]
-        decided += [float(m.group(1)) / 1000 for line in lines if (m := DECIDED.search(line))]
+        # The round's line is logged after its last eviction, and the gang may bind before it.
+        decided += cl.wait_for("the round's decision logged", functools.partial(_decisions, bench, log_start),
+                               30, 0.1)
         api.request("DELETE", f"/apis/batch/v1/namespaces/high/jobs/{job}", {"propagationPolicy": "Orphan"})
         cl.each(lambda p: kwok.delete_now(api, "high", p["metadata"]["name"]), cl.pods(api, "high"))
         cl.wait_for("the high gang gone", lambda: not cl.pods(api, "high"), args.timeout, 0.2)
@@ -112,3 +116,9 @@ def run(bench: Bench, summary: Callable[[Sequence[float]], dict[str, float]]) ->
     cl.clean(api, "high")
     cl.clean(api, "low")
 
+
+
+def _decisions(bench: Bench, log_start: int) -> list[float]:
+    """Decision times (s) the operator logged after line ``log_start``."""
+    lines = bench.operator.log.read_text(errors="replace").splitlines()[log_start:]
+    return [float(m.group(1)) / 1000 for line in lines if (m := DECIDED.search(line))]

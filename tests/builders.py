@@ -175,6 +175,16 @@ class PodBuilder:
         self._container_states = [{"name": c["name"], "state": state} for c in self._containers]
         return self
 
+    def grace(self, seconds: int) -> Self:
+        """``spec.terminationGracePeriodSeconds``."""
+        self._spec["terminationGracePeriodSeconds"] = seconds
+        return self
+
+    def priority(self, value: int) -> Self:
+        """``spec.priority``, as the API server sets it from the pod's PriorityClass."""
+        self._spec["priority"] = value
+        return self
+
     def label(self, key: str, value: str) -> Self:
         self._meta["labels"][key] = value
         return self

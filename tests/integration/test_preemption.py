@@ -137,8 +137,6 @@ def test_a_restart_right_after_the_evictions_starts_no_second_round(fabric: Fabr
     assert placement["status"]["preemption"]["domain"] == f"leaf/{fabric.leaf_of[node]}"
 
 
-@pytest.mark.xfail(strict=True, reason="open: about --reservation-ttl (20 s) into the hold, with the victim "
-                   "still terminating, the preemptor's FabricPlacement has no rank left (spec.ranks empty)")
 def test_the_hold_outlives_victims_with_a_60_s_grace_period(fabric: Fabric, ns: str) -> None:
     # A reservation TTL shorter than the grace period: the hold's expiry clock must wait for the
     # victim, not start with the plan.

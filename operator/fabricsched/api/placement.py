@@ -250,7 +250,8 @@ class PlacementPreemption(WireModel):
     cleared_at: str | None = Field(
         default=None,
         max_length=64,
-        description="When the last victim pod was gone (RFC 3339); until then the hold does not expire.",
+        description="When the last victim pod was gone (RFC 3339); until then the hold expires only past "
+        "the victims' grace period and a margin (status.expiresAt).",
     )
 
 

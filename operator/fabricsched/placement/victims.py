@@ -112,18 +112,29 @@ def search(
     fab, index = snap.fabric, snap.tree
     tier = tier_of(snap, gang)
     allowed = None if candidates is None else frozenset(candidates)
-    best: tuple[tuple[object, ...], Choice] | None = None
+    on_host = _by_host(pool)
+    # Criteria 1-4 first, for every domain; the plan, which only breaks their ties, is made for
+    # the cheapest domains alone (an engine call saved in each of the others).
+    cheapest: list[tuple[DomainKey, frozenset[ids.NodeName], list[RunningWorkload]]] = []
+    lowest: tuple[int, int, int, float] | None = None
     for key in index.by_tier[tier]:
         below = fab.domains[key].hosts if key in fab.domains else index.order
         hosts = frozenset(below if allowed is None else (h for h in below if h in allowed))
-        local = [w for w in pool if any(h in hosts for h, _ in w.pods)]
+        local = [pool[i] for i in sorted({i for h in hosts for i in on_host.get(h, ())})]
         if not local or not _room_enough(fab, free, hosts, local, gang):
             continue
         found = _in_domain(snap, free, hosts, local, gang, now_s, options)
         if found is None:
             continue
+        cost = _cost(found, now_s)
+        if lowest is None or cost < lowest:
+            lowest, cheapest = cost, []
+        if cost == lowest:
+            cheapest.append((key, hosts, found))
+    best: tuple[tuple[object, ...], Choice] | None = None
+    for key, hosts, found in cheapest:
         chosen, plan = _final(snap, free, hosts, found, gang, traffic, options)
-        room_left = sum(_freed(fab, free, found).get(h, 0) for h in hosts) - gang.pods * gang.gpus_per_pod
+        room_left = sum(_freed_in(fab, free, hosts, found).values()) - gang.pods * gang.gpus_per_pod
         rank = (*_cost(found, now_s), plan.degraded_path, round(plan.comm_slowdown, 9), room_left, key[1])
         if best is None or rank < best[0]:
             best = (rank, Choice(key, chosen, plan, sum(w.gpus for w in chosen),
@@ -137,13 +148,38 @@ def _cost(chosen: Sequence[RunningWorkload], now_s: float) -> tuple[int, int, in
             round(sum(w.progress(now_s) for w in chosen), 6))
 
 
+def _by_host(pool: Sequence[RunningWorkload]) -> dict[ids.NodeName, list[int]]:
+    """Host -> positions in ``pool`` of the workloads with a pod there: a domain's candidates
+    are read from its hosts, not found by a pass over every workload (the fabric's thousands)."""
+    out: dict[ids.NodeName, list[int]] = {}
+    for i, w in enumerate(pool):
+        for host, _ in w.pods:
+            at = out.setdefault(host, [])
+            if not at or at[-1] != i:
+                at.append(i)
+    return out
+
+
 def _room_enough(
     fab: fabric.Fabric, free: Mapping[ids.NodeName, int], hosts: Collection[ids.NodeName],
     local: Sequence[RunningWorkload], gang: request.GangRequest,
 ) -> bool:
     """Pod slots in the domain with every local candidate gone: a necessary condition."""
-    freed = _freed(fab, free, local)
-    return sum(freed.get(h, 0) // gang.gpus_per_pod for h in hosts) >= gang.pods
+    freed = _freed_in(fab, free, hosts, local)
+    return sum(gpus // gang.gpus_per_pod for gpus in freed.values()) >= gang.pods
+
+
+def _freed_in(
+    fab: fabric.Fabric, free: Mapping[ids.NodeName, int], hosts: Collection[ids.NodeName],
+    gone: Iterable[RunningWorkload],
+) -> dict[ids.NodeName, int]:
+    """``_freed`` on ``hosts`` alone (the domain's), without copying the fabric's free map."""
+    out = {h: free.get(h, 0) for h in hosts}
+    for w in gone:
+        for host, gpus in w.pods:
+            if host in out and host in fab.hosts:
+                out[host] = min(fab.hosts[host].gpus, out[host] + gpus)
+    return out
 
 
 def _freed(

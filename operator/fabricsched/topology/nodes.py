@@ -20,6 +20,11 @@ PREEMPT_LOWER_PRIORITY = "PreemptLowerPriority"
 NEVER = "Never"
 PRIORITY_BOUND = 2_000_000_000
 """``spec.priority`` is an int32; the API's system classes reach 2e9."""
+DEFAULT_GRACE_S = 30
+"""The API server's default ``terminationGracePeriodSeconds``."""
+MAX_GRACE_S = 3600
+"""Grace periods are read up to this (an hour); a longer one counts as this long (a
+preemptor's hold waits for its victims at most that long, plus a margin)."""
 
 MAX_HOST_GPUS = 4096
 """More GPUs than any real host has (today's largest have 8-16; this leaves room for any
@@ -131,6 +136,9 @@ class PodUsage:
     """``spec.preemptionPolicy``: ``PreemptLowerPriority`` or ``Never``."""
     started_at: float | None = None
     """``status.startTime`` (seconds since the epoch): what its eviction would throw away."""
+    grace_s: int = DEFAULT_GRACE_S
+    """How long it may take to terminate: ``metadata.deletionGracePeriodSeconds`` once it is
+    being deleted, else ``spec.terminationGracePeriodSeconds`` (bounded by ``MAX_GRACE_S``)."""
 
     @classmethod
     def from_manifest(cls, body: Mapping[str, Any]) -> PodUsage:
@@ -169,6 +177,8 @@ class PodUsage:
             priority=priority_of(spec.get("priority"), "spec.priority"),
             preemption_policy=policy_of(spec.get("preemptionPolicy"), "spec.preemptionPolicy"),
             started_at=_time(status.get("startTime")),
+            grace_s=grace_of(_first(metadata.get("deletionGracePeriodSeconds"),
+                                    spec.get("terminationGracePeriodSeconds"))),
         )
 
     @property
@@ -254,9 +264,23 @@ def priority_of(value: object, what: str) -> int:
     return max(-PRIORITY_BOUND, min(value, PRIORITY_BOUND))
 
 
+def grace_of(value: object) -> int:
+    """A grace period in seconds (a JSON integer; absent: the API's default), within [0, MAX_GRACE_S];
+    raises ``parsing.Invalid`` for another type."""
+    if value is None:
+        return DEFAULT_GRACE_S
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise parsing.Invalid("a termination grace period must be an integer")
+    return max(0, min(value, MAX_GRACE_S))
+
+
 def policy_of(value: object, what: str) -> str:
     """A preemption policy field; anything but ``Never`` preempts (the API's default)."""
     return NEVER if parsing.string(value, what) == NEVER else PREEMPT_LOWER_PRIORITY
+
+
+def _first(*values: object) -> object:
+    return next((v for v in values if v is not None), None)
 
 
 def _time(value: object) -> float | None:

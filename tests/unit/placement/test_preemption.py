@@ -169,3 +169,16 @@ def test_an_unbound_lower_reservation_yields(two_spines: fabric.Fabric) -> None:
     never = preemption.Preemptor(want.gang, 10, preemption.PreemptionPolicy.NEVER)
     refused = preemption.yielding(snapshot.build(two_spines), free, held, never)
     assert isinstance(refused, preemption.NoVictims)
+
+
+def test_a_gang_across_two_leaves_is_a_candidate_in_each(two_spines: fabric.Fabric) -> None:
+    # The domain's candidates are read from its hosts: a gang with pods in l1 and l2 is found
+    # from either leaf, once, and evicted whole wherever it is chosen.
+    across = on("low-across", 100, [*leaf("l1")[2:], *leaf("l2")[:2]], started_s=0.0)
+    running = [on("mid-l1", 500, leaf("l1")[:2]), across, on("mid-l2", 500, leaf("l2")[2:]),
+               on("mid-l3", 500, leaf("l3")), on("mid-l4", 500, leaf("l4"))]
+    result = choose(two_spines, running, gang(2, tier=0, required=True), 1000)
+    assert isinstance(result, preemption.Choice), result
+    assert [w.key for w in result.victims] == ["low-across"]
+    assert result.domain == (0, "l1"), "a tie on every criterion but the name"
+    assert result.gpus_evicted == 32

@@ -11,6 +11,11 @@ from dataclasses import dataclass
 
 from fabricsched import ids
 
+TERMINATION_MARGIN_S = 30.0
+"""Beyond its victims' longest grace period, how long a preemptor's hold waits for them to be
+gone (a kubelet reports a pod's end, and the API server removes it, a little after the grace
+period). Past it the reservation expires as any other does: the hold is bounded."""
+
 
 @dataclass(frozen=True)
 class EvictedWorkload:
@@ -35,6 +40,15 @@ class PreemptionHold:
     at: float
     cleared_at: float | None = None
     """When the last victim pod was gone; None while one still terminates."""
+    grace_s: float = 0.0
+    """The victims' longest termination grace period when they were evicted. Not on the object:
+    the reservation's ``expiresAt`` carries the bound it sets (``waiting_s``) across a restart."""
+
+    @property
+    def waiting_s(self) -> float:
+        """How much longer than a plain reservation the preemptor's is held while its victims
+        terminate: their grace period and a margin (0 once they are gone)."""
+        return self.grace_s + TERMINATION_MARGIN_S if self.cleared_at is None else 0.0
 
     @property
     def pod_uids(self) -> frozenset[str]:

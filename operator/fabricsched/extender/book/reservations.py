@@ -9,7 +9,9 @@ pod (the cluster state counts it as usage), an unbound rank by the book (other g
 as reserved GPUs). When every rank is bound the entry is ``Bound``. If the gang makes no
 progress for ``reservation_ttl_s`` its unbound ranks are let go (``Expired``); a later pod
 of the gang plans them again. A rank whose pod ends keeps its node, so the replacement pod
-returns there. The entry is ``Released`` when its Job finishes or is deleted, or all its
+returns there. A preemptor's reservation is also held while its victims terminate: its clock
+runs for their grace period and a margin more, and starts again from the TTL once the last
+victim pod is gone (``clear_hold``). The entry is ``Released`` when its Job finishes or is deleted, or all its
 pods end.
 """
 
@@ -200,8 +202,10 @@ class Book:
         return entry
 
     def reserve(self, entry: Entry, now: float) -> Entry:
-        """A fresh plan: held for ``reservation_ttl_s`` from ``now``."""
-        expires_at = now + self.options.reservation_ttl_s
+        """A fresh plan: held for ``reservation_ttl_s`` from ``now``; a preemptor's for its
+        victims' termination too (``preempted.PreemptionHold.waiting_s``)."""
+        waiting = entry.preemption.waiting_s if entry.preemption is not None else 0.0
+        expires_at = now + self.options.reservation_ttl_s + waiting
         return self.put(replace(entry, expires_at=expires_at, phase=PlacementPhase.RESERVED))
 
     def replan(
@@ -253,8 +257,9 @@ class Book:
     def set_bound(self, key: ids.GangKey, bound: Mapping[int, ids.NodeName], now: float) -> Entry | None:
         """The gang's ranks that now have a live bound pod; returns the entry when it changed.
 
-        A newly bound rank restarts the expiry clock (the gang is making progress); a rank
-        whose pod ended goes back to being held on its node for a replacement pod.
+        A newly bound rank restarts the expiry clock (the gang is making progress), never to an
+        earlier expiry (a preemptor's, held while its victims terminate); a rank whose pod ended
+        goes back to being held on its node for a replacement pod.
         """
         entry = self._entries.get(key)
         if entry is None or dict(entry.bound) == dict(bound):
@@ -263,7 +268,8 @@ class Book:
         for rank, node in bound.items():
             ranks[rank] = node  # the pod's real node wins over the plan
         progressed = any(r not in entry.bound for r in bound) or any(r not in bound for r in entry.bound)
-        expires_at = now + self.options.reservation_ttl_s if progressed else entry.expires_at
+        ttl = now + self.options.reservation_ttl_s
+        expires_at = max(ttl, entry.expires_at) if progressed else entry.expires_at
         revived = progressed and entry.phase == PlacementPhase.EXPIRED
         phase = PlacementPhase.RESERVED if revived else entry.phase
         return self.put(
@@ -276,14 +282,24 @@ class Book:
         for entry in list(self._entries.values()):
             if entry.phase != PlacementPhase.RESERVED or entry.expires_at > now:
                 continue
-            if entry.preemption is not None and entry.preemption.cleared_at is None:
-                continue  # its victims still terminate: the clock starts when the last is gone
             ranks = tuple(node if rank in entry.bound else None for rank, node in enumerate(entry.ranks))
-            reasons = (*entry.reasons, f"unbound ranks released after {self.options.reservation_ttl_s:g} s")
+            reasons = (*entry.reasons, _expiry_reason(entry, self.options.reservation_ttl_s))
             expired = replace(entry, ranks=ranks, phase=PlacementPhase.EXPIRED, reasons=reasons)
             changed.append(self.put(expired))
         self.expiries += len(changed)
         return changed
+
+    def clear_hold(self, key: ids.GangKey, now: float) -> Entry | None:
+        """The last victim of the gang's preemption is gone (at ``now``): its reservation is
+        held for ``reservation_ttl_s`` from now, no longer for the victims' grace period.
+        Returns the entry changed (None: no such gang, or no hold waiting)."""
+        entry = self._entries.get(key)
+        if entry is None or entry.preemption is None or entry.preemption.cleared_at is not None:
+            return None
+        hold = replace(entry.preemption, cleared_at=now)
+        reserved = entry.phase == PlacementPhase.RESERVED
+        expires_at = now + self.options.reservation_ttl_s if reserved else entry.expires_at
+        return self.put(replace(entry, preemption=hold, expires_at=expires_at))
 
     def release(self, key: ids.GangKey, reason: str) -> Entry | None:
         """Drop the gang's plan; returns its final (``Released``) entry, or None if unknown."""
@@ -299,6 +315,14 @@ class Book:
                 self._reserved[node] = total
             else:
                 self._reserved.pop(node, None)
+
+
+def _expiry_reason(entry: Entry, ttl_s: float) -> str:
+    if entry.preemption is not None and entry.preemption.cleared_at is None:
+        # Bounded: a victim stuck terminating (a lost node, a finalizer) cannot hold the domain.
+        return ("unbound ranks released: the workloads it preempted did not end within their grace period, "
+                f"{preempted.TERMINATION_MARGIN_S:g} s more and the reservation TTL ({ttl_s:g} s)")
+    return f"unbound ranks released after {ttl_s:g} s"
 
 
 def _settle(entry: Entry) -> Entry:

@@ -174,8 +174,8 @@ class Coordinator:
             # (or a replacement whose predecessor still terminates). Nothing to plan again.
             return FilterAnswer([], failed=verdicts.every(candidates, verdicts.rank_taken(entry, rank)))
         target = entry.ranks[rank]
-        if entry.preemption is not None and entry.preemption.cleared_at is None and target not in candidates:
-            # The domain it cleared is its own: it waits there for the victims to go, not elsewhere.
+        if entry.preemption and entry.preemption.cleared_at is None and target and target not in candidates:
+            # Its cleared domain is its own: it waits there for the victims (an expired hold: anywhere).
             why = f"gang {entry.display} waits for the workloads it preempted on {target} to terminate"
             return FilterAnswer([], failed=verdicts.every(candidates, why))
         if target is None or target not in candidates:

@@ -1,0 +1,103 @@
+"""A preemptor's hold while its victims terminate (docs/preemption.md): a preemption round on the
+real cluster state, with the Eviction API played in memory (an evicted pod is terminating, its
+containers still running through its grace period, as a kubelet keeps them)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from extender_harness import Harness, fabric_nodes
+
+from builders import PodBuilder, make_pod
+from fabricsched.api.placement import PlacementPhase
+from fabricsched.extender.book import preempted
+from fabricsched.extender.decide import budgets, preempting
+from fabricsched.extender.decide.coordinator import Coordinator
+
+TTL_S = 20.0
+GRACE_S = 60
+
+
+class Evictions:
+    """The API calls of a round: no budgets, namespaces without labels; an evicted pod is
+    marked terminating (its containers still run) on the harness's state."""
+
+    def __init__(self, h: Harness, pods: Mapping[str, PodBuilder]) -> None:
+        self.h, self.pods = h, pods
+        self.evicted: list[str] = []
+
+    async def budgets(self, namespace: str) -> Sequence[budgets.Budget]:
+        return ()
+
+    async def namespace_labels(self, namespace: str) -> Mapping[str, str]:
+        return {}
+
+    async def evict(self, namespace: str, name: str, uid: str) -> None:
+        self.evicted.append(name)
+        self.h.state.apply_pod(self.pods[name].terminating().build())
+
+
+def full_fabric(h: Harness) -> dict[str, PodBuilder]:
+    """One low-priority 8-GPU pod on each of the 16 hosts, each with a 60 s grace period."""
+    pods = {}
+    for node in sorted(h.state.nodes):
+        pod = make_pod(f"low-{node}", "train").gpus(8).priority(100).grace(GRACE_S).on(node)
+        h.state.apply_pod(pod.build())
+        pods[pod.build()["metadata"]["name"]] = pod
+    return pods
+
+
+def preempting_harness() -> tuple[Harness, Evictions, preempting.GangPreemption]:
+    h = Harness(fabric_nodes(), ttl_s=TTL_S)
+    h.restore()
+    calls = Evictions(h, full_fabric(h))
+    c: Coordinator = h.coordinator
+    preempter = preempting.GangPreemption(
+        h.state, h.book, c.follower, h.writer, c.events, c.owners, c.pending, c.workloads, calls,
+        c._session, h.clock, preempting.PreemptionOptions(),
+    )
+    c.preempter = preempter  # housekeeping clears the hold, as in the service
+    h.state.apply_pod(make_pod("urgent", "train").gpus(8).priority(1000).scheduler("fabricsched").build())
+    h.run(preempter.sweep())
+    return h, calls, preempter
+
+
+def tick(h: Harness, seconds: float) -> None:
+    """``seconds`` of housekeeping, one tick a second, as the service runs it."""
+    for _ in range(int(seconds)):
+        h.clock.advance(1.0)
+        h.coordinator.housekeeping()
+
+
+def test_the_hold_stands_while_the_victim_terminates_and_one_ttl_after() -> None:
+    h, calls, _ = preempting_harness()
+    (victim,) = calls.evicted
+    (entry,) = h.book.entries()
+    assert entry.preemption is not None and entry.preemption.grace_s == GRACE_S
+    node = entry.ranks[0]
+    assert node is not None and victim == f"low-{node}"
+    tick(h, GRACE_S - 1)  # three TTLs: the victim still terminates
+    held = h.book.get(entry.key)
+    assert held is not None and held.phase == PlacementPhase.RESERVED and held.ranks == (node,)
+    assert held.preemption is not None and held.preemption.cleared_at is None
+    h.state.apply_pod(calls.pods[victim].terminating(containers_done=True).build())  # its grace is over
+    tick(h, 1)
+    cleared = h.book.get(entry.key)
+    assert cleared is not None and cleared.preemption is not None
+    assert cleared.preemption.cleared_at == h.clock.now and cleared.expires_at == h.clock.now + TTL_S
+    tick(h, TTL_S - 1)
+    assert (kept := h.book.get(entry.key)) is not None and kept.ranks == (node,)
+    tick(h, 1)  # the preemptor did not bind within the TTL: its ranks go
+    expired = h.book.get(entry.key)
+    assert expired is not None and expired.phase == PlacementPhase.EXPIRED and expired.ranks == (None,)
+
+
+def test_a_victim_that_never_ends_holds_the_domain_no_longer_than_its_grace_and_a_margin() -> None:
+    h, _, _ = preempting_harness()
+    (entry,) = h.book.entries()
+    bound = TTL_S + GRACE_S + preempted.TERMINATION_MARGIN_S
+    tick(h, bound - 1)
+    assert (held := h.book.get(entry.key)) is not None and held.phase == PlacementPhase.RESERVED
+    tick(h, 1)
+    expired = h.book.get(entry.key)
+    assert expired is not None and expired.phase == PlacementPhase.EXPIRED and expired.ranks == (None,)
