@@ -18,6 +18,7 @@ Pure: no I/O, the time is a parameter.
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -29,6 +30,8 @@ from fabricsched.api import rfc3339
 from fabricsched.extender.decide import planning
 from fabricsched.placement import patience, request, session
 from fabricsched.topology import fabric, nodes
+
+logger = logging.getLogger(__name__)
 
 WAIT_ANNOTATION = "fabricsched.io/locality-wait"
 TOLERANCE_ANNOTATION = "fabricsched.io/locality-tolerance"
@@ -164,7 +167,11 @@ def decide(
     if isinstance(ask, request.NoFit):
         return patience.Start()  # no plan is made for such a gang: nothing to hold
     decision = placing_session.hold_for(fab, ask, plan, waited_s, wait, free, eligible)
-    return patience.Start() if isinstance(decision, patience.Wait) and lower_pending() else decision
+    if not isinstance(decision, patience.Wait) or lower_pending():
+        return patience.Start() if isinstance(decision, patience.Wait) else decision
+    if waited_s <= 0:  # its first hold: once per gang, the pods' retries are not logged
+        logger.info("gang %s held for locality: %s", gang.display, decision.reason)
+    return decision
 
 
 def lower_priority_pending(pods: Iterable[nodes.PodUsage], asking: nodes.PodUsage) -> bool:
