@@ -193,3 +193,18 @@ def test_a_held_job_starts_when_a_lower_priority_job_queues(files: SimFiles) -> 
     out = run(scn, PINS, timeout=3000)
     assert out["g"].waited_for_locality_s > 0
     assert out["g"].start_s == 500.0 and out["g"].comm_slowdown == 2.0
+
+
+def test_a_gang_that_queued_longer_than_its_timeout_is_still_held_from_its_first_plan(
+    files: SimFiles,
+) -> None:
+    # The short-wait anomaly's mechanism (docs/benchmark.md): g queues 690 s for capacity, more
+    # than its 300 s wait. Counted from submission it was never held, and started split at
+    # 700 s (2.0), as without the wait: under saturation, where every gang queues, a short wait
+    # then held nobody. Counted from its first plan it is held, and starts in one leaf when x
+    # ends at 900 s.
+    scn = files.fabric(LAYOUT).job_rows(
+        "x,0,1,8,900,", "y,0,1,8,5000,", "u,0,1,8,700,", "v,0,1,8,700,", "g,10,2,8,100,").load()
+    out = run(scn, {"x": [A], "y": [C], "u": [B], "v": [D]}, timeout=300)
+    g = out["g"]
+    assert (g.start_s, g.comm_slowdown, g.waited_for_locality_s) == (900.0, 1.0, 200.0)
