@@ -50,7 +50,6 @@ PRIORITY_ROWS: tuple[tuple[str, str, str], ...] = (
     ("jobs", "jobs", "int"),
     ("wait_mean_s", "wait mean (s)", "f0"),
     ("wait_p95_s", "wait p95 (s)", "f0"),
-    ("stretch_mean", "stretch mean (time in system / duration)", "f3"),
     ("stretch_mean", "stretch mean", "f2"),
     ("stretch_p95", "stretch p95", "f2"),
     ("preemptions", "preemptions suffered", "int"),
