@@ -171,7 +171,7 @@ class Floors:
         """The last fabric asked about and its structure: one snapshot asks many times."""
 
     def slowdown(self, fab: fabric.Fabric, pods: int, gpus_per_pod: int,
-                 pattern: request.Pattern = request.Pattern.ALL_TO_ALL,
+                 pattern: request.Pattern = request.Pattern.ALL_TO_ALL, *,
                  eligible: frozenset[ids.NodeName] | None = None) -> float:
         """The gang's comm_slowdown alone in the empty, healthy ``fab`` (inf if it never fits),
         on the ``eligible`` hosts only when given (those its pods' node selectors allow)."""
@@ -179,7 +179,7 @@ class Floors:
         shape = (pods, gpus_per_pod, pattern, eligible)
         found = entry.by_shape.get(shape)
         if found is None:
-            found = floor_slowdown(entry.reference, pods, gpus_per_pod, pattern, eligible)
+            found = floor_slowdown(entry.reference, pods, gpus_per_pod, pattern, eligible=eligible)
             if len(entry.by_shape) >= _SHAPES_KEPT:
                 del entry.by_shape[next(iter(entry.by_shape))]
             entry.by_shape[shape] = found
@@ -209,7 +209,7 @@ def healthy(fab: fabric.Fabric) -> fabric.Fabric:
 
 
 def floor_slowdown(fab: fabric.Fabric, pods: int, gpus_per_pod: int,
-                   pattern: request.Pattern = request.Pattern.ALL_TO_ALL,
+                   pattern: request.Pattern = request.Pattern.ALL_TO_ALL, *,
                    eligible: frozenset[ids.NodeName] | None = None) -> float:
     """A gang's comm_slowdown alone in the empty, healthy fabric (inf if it can never fit),
     on the ``eligible`` hosts only when given.
@@ -239,7 +239,7 @@ def hold_for(
     the simulator and the extender call."""
     if not wait.enabled:
         return Start()
-    floor = floors.slowdown(fab, gang.pods, gang.gpus_per_pod, gang.pattern, eligible)
+    floor = floors.slowdown(fab, gang.pods, gang.gpus_per_pod, gang.pattern, eligible=eligible)
     if free is None or within(plan.comm_slowdown, floor, wait.tolerance):
         return decide(plan, floor, waited_s, wait)  # the free share is only read for a hold
     return decide(plan, floor, waited_s, wait, free_share(fab, free, eligible))

@@ -162,7 +162,7 @@ def test_the_floor_counts_only_the_hosts_the_gang_may_use(files: SimFiles) -> No
     floors = patience.Floors()
     eligible = frozenset({ids.NodeName(A), ids.NodeName(C)})
     assert floors.slowdown(fab, 2, 8) == 1.0
-    assert floors.slowdown(fab, 2, 8, eligible) == 2.0
+    assert floors.slowdown(fab, 2, 8, eligible=eligible) == 2.0
     free = {ids.NodeName(A): 8, ids.NodeName(C): 8, ids.NodeName(B): 0, ids.NodeName(D): 0}
     gang = request.GangRequest(ids.GangKey("g"), 2, 8)
     plan = placing.place(snapshot.build(fab), free, gang)
