@@ -319,7 +319,7 @@ class Coordinator:
         waited = self._clocks.waited(gang.key, None, self.clock())  # from the first hold, as the simulator
         lower = lambda: locality.lower_priority_pending(self.state.pods.values(), pod)  # noqa: E731
         decision = locality.decide(
-            self._session, fab, gang, made, waited, wanted.wait, inputs.free(), eligible, lower)
+            self._session, fab, gang, made, waited, wanted.wait, inputs.free, eligible, lower)
         if isinstance(decision, patience.Wait):
             message = f"gang {gang.display} is {decision.reason}"
             why = pending.message_of(gang, decision.reason)

@@ -155,18 +155,21 @@ def decide(
     plan: request.Plan,
     waited_s: float,
     wait: request.LocalityWait,
-    free: Mapping[ids.NodeName, int] | None = None,
+    free: Callable[[], Mapping[ids.NodeName, int]] | None = None,
     eligible: frozenset[ids.NodeName] | None = None,
     lower_pending: Callable[[], bool] = lambda: False,
 ) -> patience.Decision:
     """The engine's locality decision for ``plan``, the gang's first plan (the simulator's own):
-    ``free`` GPUs per host now, ``eligible`` the hosts the gang's pods may use (None: all).
+    ``free()`` the GPUs free per host now, ``eligible`` the hosts the gang's pods may use (None: all).
     A gang is never held while ``lower_pending()`` (asked only for a hold): it would wait while
     a lower-priority pod starts (docs/preemption.md "Locality waits and priorities")."""
     ask = planning.gang_request(gang, fab)
     if isinstance(ask, request.NoFit):
         return patience.Start()  # no plan is made for such a gang: nothing to hold
-    decision = placing_session.hold_for(fab, ask, plan, waited_s, wait, free, eligible)
+    decision = placing_session.hold_for(fab, ask, plan, waited_s, wait, None, eligible)
+    if isinstance(decision, patience.Wait) and free is not None:
+        # The free GPUs (a walk over every host) only matter for a hold: they may cap it.
+        decision = placing_session.hold_for(fab, ask, plan, waited_s, wait, free(), eligible)
     if not isinstance(decision, patience.Wait) or lower_pending():
         return patience.Start() if isinstance(decision, patience.Wait) else decision
     if waited_s <= 0:  # its first hold: once per gang, the pods' retries are not logged
