@@ -1,15 +1,15 @@
 """Placement-quality benchmark: every policy on every sample fabric, tables and plots for the docs.
 
 Runs the simulator in-process on each folder of ``examples/sim`` (nodes, topology, jobs,
-events): ``fabric`` with its locality wait (the simulator's default) and without it, then
-``tas-bestfit``, ``default`` and ``random``. Writes the results under ``--out``, one PNG per
+events): ``fabric`` with its locality wait (the shipped default, the extender's too) and
+without it, then ``tas-bestfit``, ``default`` and ``random``. Writes the results under ``--out``, one PNG per
 fabric under ``--img-dir``, and prints Markdown tables (with the wall time of each run) for
 ``docs/benchmark.md``. Usage, from the repository root:
 
     python bench/placement_quality.py                 # all sample fabrics
     python bench/placement_quality.py --fabric leaf-spine --seed 1
     python bench/placement_quality.py --sweep 0.5,0.7,0.8          # also: offered-load sweep
-    python bench/placement_quality.py --sweep 0.5,0.7,0.8 --timeouts 0,1800,3600,7200,14400
+    python bench/placement_quality.py --sweep 0.5,0.6,0.7,0.8,0.9 --timeouts 0,300,600,3600,14400
     python bench/placement_quality.py --sweep 0.7,0.8 --trace-seed 1 --timeouts 0,3600,14400
 """
 
@@ -38,6 +38,8 @@ RUNS: tuple[tuple[str, str, request.LocalityWait | None], ...] = (
     ("random", "random", None),
 )
 SWEEP_RUNS = RUNS[:4]
+LADDER_RISE = 0.05
+"""Most mean stretch may rise from one locality wait to the next longer one (docs/benchmark.md)."""
 
 
 def _file_name(label: str) -> str:
@@ -89,16 +91,17 @@ def sweep_traces(folder: Path, loads: list[float], jobs: int, trace_seed: int, s
 
 def sweep(folder: Path, loads: list[float], paths: list[Path], seed: int) -> str:
     """The fabric's nodes and events with the sweep's traces, every policy of ``SWEEP_RUNS``."""
-    rows = ["| load | policy | wait mean (s) | wait p95 (s) | GPU util. (busy) | gangs in one leaf "
-            "| slowdown mean | over floor | avoidable degraded |",
-            "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    rows = ["| load | policy | wait mean (s) | wait p95 (s) | stretch mean | GPU util. (busy) "
+            "| gangs in one leaf | slowdown mean | over floor | avoidable degraded |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for load, trace in zip(loads, paths, strict=True):
         scn = _load(folder, trace)
         for label, name, wait in SWEEP_RUNS:
             s = results.summarize(engine.simulate(scn, policies.make(name, seed, wait)))
             rows.append(
                 f"| {load} | {label} | {s['wait_mean_s']:.0f} | {s['wait_p95_s']:.0f} "
-                f"| {100 * s['gpu_utilisation']:.1f}% | {s['gangs_one_leaf_pct']:.1f}% "
+                f"| {s['stretch_mean']:.3f} | {100 * s['gpu_utilisation']:.1f}% "
+                f"| {s['gangs_one_leaf_pct']:.1f}% "
                 f"| {s['slowdown_mean']:.3f} | {s['slowdown_over_floor_mean']:.3f} "
                 f"| {s['gangs_degraded_avoidable']} |")
     return "\n".join(rows)
@@ -107,20 +110,29 @@ def sweep(folder: Path, loads: list[float], paths: list[Path], seed: int) -> str
 def timeouts(
     folder: Path, loads: list[float], paths: list[Path], waits: list[float], tolerance: float
 ) -> str:
-    """``fabric`` with each locality-wait timeout on the sweep's traces (timeout 0: no wait)."""
-    rows = ["| load | timeout (s) | wait mean (s) | wait p95 (s) | over floor | gangs in one leaf "
-            "| held | held, mean (s) | makespan (h) |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    """``fabric`` with each locality-wait timeout on the sweep's traces (timeout 0: no wait).
+
+    The last column checks the ladder rule: mean stretch never rises by more than 5 % from one
+    wait to the next longer one on a trace (``ok``; ``+N %`` where it does)."""
+    rows = ["| load | timeout (s) | wait mean (s) | wait p95 (s) | stretch mean | over floor "
+            "| gangs in one leaf | held | held, mean (s) | makespan (h) | ladder |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for load, trace in zip(loads, paths, strict=True):
         scn = _load(folder, trace)
+        before = None
         for timeout in waits:
             wait = request.LocalityWait(timeout, tolerance)
             s = results.summarize(engine.simulate(scn, policies.make("fabric", 0, wait)))
             held = s["held_for_locality_mean_s"]
+            stretch = s["stretch_mean"]
+            rise = 0.0 if before is None else stretch / before - 1
+            before = stretch
             rows.append(
                 f"| {load} | {timeout:.0f} | {s['wait_mean_s']:.0f} | {s['wait_p95_s']:.0f} "
-                f"| {s['slowdown_over_floor_mean']:.3f} | {s['gangs_one_leaf_pct']:.1f}% "
+                f"| {stretch:.3f} | {s['slowdown_over_floor_mean']:.3f} | {s['gangs_one_leaf_pct']:.1f}% "
                 f"| {s['gangs_held_for_locality']} | {'-' if held != held else f'{held:.0f}'} "
-                f"| {s['makespan_s'] / 3600:.1f} |")
+                f"| {s['makespan_s'] / 3600:.1f} "
+                f"| {'ok' if rise <= LADDER_RISE else f'+{100 * rise:.0f} %'} |")
     return "\n".join(rows)
 
 

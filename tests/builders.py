@@ -209,6 +209,11 @@ class PodBuilder:
         self._spec["schedulerName"] = name
         return self
 
+    def spec_field(self, key: str, value: Any) -> Self:
+        """Any other ``spec`` field as given (``priority``, ``nodeSelector``, ``affinity``)."""
+        self._spec[key] = copy.deepcopy(value)
+        return self
+
     def build(self) -> dict[str, Any]:
         spec = {**self._spec, "containers": copy.deepcopy(self._containers)}
         if self._init:

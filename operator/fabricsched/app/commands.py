@@ -85,12 +85,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                      help="log line format (default: %(default)s)")
     run.add_argument("--status-interval", type=float, default=_DEFAULTS.status_interval_s, metavar="SECONDS",
                      help="least time between two status writes of one FabricTopology (default: %(default)s)")
-    run.add_argument("--locality-wait", default="0s", metavar="DURATION",
+    run.add_argument("--locality-wait", default=locality.duration_text(locality.DEFAULT_WAIT.timeout_s),
+                     metavar="DURATION",
                      help="hold a gang whose best placement now is more than --locality-tolerance above "
-                          "its floor for up to DURATION (600s, 10m, 1h) waiting for a better one; a "
-                          "gang's fabricsched.io/locality-wait annotation overrides it (default: "
-                          "%(default)s = off; see docs/extender.md)")
-    run.add_argument("--locality-tolerance", type=float, default=_EXTENDER.locality_wait.tolerance,
+                          "its floor for up to DURATION (600s, 10m, 1h; 0s = off) waiting for a better one; "
+                          "a gang's fabricsched.io/locality-wait annotation overrides it (see "
+                          "docs/extender.md) (default: %(default)s)")
+    run.add_argument("--locality-tolerance", type=float, default=locality.DEFAULT_WAIT.tolerance,
                      metavar="FRACTION",
                      help="a placement within floor x (1 + FRACTION) starts at once (default: %(default)s)")
     _add_preemption_flags(run)

@@ -33,7 +33,7 @@ from fabricsched.extender.decide import coordinator, owners, pod_identity, preem
 from fabricsched.extender.http import metrics, server
 from fabricsched.extender.http import tls as server_tls
 from fabricsched.extender.kube import evictions, feed, fetchers, store, wakeup, writer
-from fabricsched.placement import request, session
+from fabricsched.placement import patience, request, session
 from fabricsched.ports import errors, notices, views
 
 logger = logging.getLogger(__name__)
@@ -55,8 +55,8 @@ class ServiceOptions:
     """Seconds a plan holds unbound ranks without a newly bound one (``--reservation-ttl``)."""
     max_body_bytes: int = server.DEFAULT_MAX_BODY_BYTES
     """Largest request body accepted (``--extender-max-body-bytes``); larger ones get a 400."""
-    locality_wait: request.LocalityWait = field(default_factory=request.LocalityWait)
-    """The cluster's default wait for locality; off unless ``--locality-wait`` sets it."""
+    locality_wait: request.LocalityWait = patience.DEFAULT_LOCALITY_WAIT
+    """The cluster's default wait for locality (``--locality-wait``; the simulator's too)."""
     max_reserved_gpus_per_namespace: int = 0
     """Most GPUs one namespace's gangs may hold reserved but unbound
     (``--max-reserved-gpus-per-namespace``; 0: no limit)."""
@@ -154,6 +154,7 @@ class Service:
                 max_reserved_gpus_per_namespace=options.max_reserved_gpus_per_namespace,
             ),
             on_freed=self.wakeups.freed if self.wakeups is not None else lambda: None,
+            on_held=self.wakeups.hold_ends_in if self.wakeups is not None else lambda retry_in_s: None,
         )
         self.gangs_on_path: views.GangsOnPath = path_health.AffectedGangs(tracker, self.book)
         """Which gangs an element touches (for FabricTopology status and Events)."""

@@ -7,16 +7,21 @@ for a while (Slurm's ``--switches=N@timeout``) lets it start near its floor inst
 on the simulator this both closes the gap to the floor and shortens the mean wait.
 
 The decision is pure and cheap: the plan the engine made now, the gang's floor (``Floors``),
-how long the gang has waited, and ``request.LocalityWait``. Time is the caller's: the simulator
-counts from submission, the extender from the creation of the gang's oldest pod. It never holds a gang
-past the timeout, whatever the reason its plan is above the floor (contention that will pass,
-or a degraded element that will not): the timeout is what bounds every wait.
+how long the gang has been held, how much of the fabric is free, and ``request.LocalityWait``.
+Time is the caller's. The clock starts when the gang first had a plan, not at its submission:
+counted from submission, a gang that queued for capacity longer than the timeout (every gang,
+under saturation) was never held, so a short wait held only the gangs that arrived to free room
+and left the stretched regime alone; measured on the simulator that made short waits worse
+than none (docs/benchmark.md "The short-wait anomaly"). It never holds a gang past the timeout,
+whatever the reason its plan is above the floor (contention that will pass, or a degraded
+element that will not): the timeout is what bounds every wait.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from fabricsched import ids
@@ -38,6 +43,23 @@ counts from its pods' creation anyway."""
 
 _STRUCTURES_KEPT = 4
 """Structures whose floors ``Floors`` keeps: a structure changes only when nodes come or go."""
+
+_SHAPES_KEPT = 1024
+"""Floors kept per structure: (pods, GPUs per pod, eligible hosts) keys; the eligible hosts come
+from pods' node selectors, so a bound keeps a stream of distinct selectors from growing it."""
+
+UNSATURATED_FREE = 0.5
+"""A fabric with more than this share of its (eligible) GPUs free is not saturated: capacity is
+not what a gang above its floor lacks, so waiting longer rarely finds a better plan."""
+
+UNSATURATED_CAP_S = 600.0
+"""Longest hold while the fabric is not saturated (``UNSATURATED_FREE``)."""
+
+DEFAULT_LOCALITY_WAIT = request.LocalityWait(timeout_s=14400.0, tolerance=0.05)
+"""The shipped wait for locality: ``fabricsched run --locality-wait`` (and the chart's
+``fabricsched.localityWait``) and ``fabricsched simulate``'s ``fabric`` policy both default to
+it. Chosen on the simulator's load sweep (docs/benchmark.md "Waiting for locality: the
+timeout"); ``0s`` turns it off, per cluster or per gang."""
 
 
 
@@ -69,25 +91,32 @@ def within(slowdown: float, floor: float, tolerance: float) -> bool:
     return slowdown <= floor * (1 + tolerance) + _SLACK
 
 
-def decide(plan: request.Plan, floor: float, waited_s: float, wait: request.LocalityWait) -> Decision:
+def decide(
+    plan: request.Plan, floor: float, waited_s: float, wait: request.LocalityWait, free_share: float = 0.0
+) -> Decision:
     """Start ``plan`` now, or hold the gang for a plan within ``wait.tolerance`` of ``floor``.
 
-    ``floor`` is the gang's slowdown alone in the empty healthy fabric (``Floors.slowdown``);
-    ``waited_s`` how long the gang has waited so far. A gang is held only while the wait is on,
-    its plan is above floor x (1 + tolerance), and it has waited less than the timeout.
+    ``floor`` is the gang's slowdown alone in the empty healthy fabric of the hosts it may use
+    (``Floors.slowdown``); ``waited_s`` how long the gang has been held so far; ``free_share``
+    the share of those hosts' GPUs free now. A gang is held only while the wait is on, its plan
+    is above floor x (1 + tolerance), and it has waited less than the timeout, which is capped
+    at ``UNSATURATED_CAP_S`` while the fabric is not saturated.
     """
     if not wait.enabled or within(plan.comm_slowdown, floor, wait.tolerance):
         if wait.enabled and waited_s > 0 and plan.comm_slowdown > 1 + _SLACK:
             return Start(f"within {_pct(wait.tolerance)} of its floor {floor:.2f}x after waiting "
                          f"{waited_s:.0f} s: {plan.comm_slowdown:.2f}x")
         return Start()
+    timeout = wait.timeout_s
+    if free_share > UNSATURATED_FREE:
+        timeout = min(timeout, UNSATURATED_CAP_S)
     waited = max(0.0, waited_s)
-    if waited >= wait.timeout_s - _CLOCK_SLACK_S:
-        return Start(f"waited {waited:.0f} s (timeout {wait.timeout_s:.0f} s) for a placement within "
+    if waited >= timeout - _CLOCK_SLACK_S:
+        return Start(f"waited {waited:.0f} s (timeout {timeout:.0f} s) for a placement within "
                      f"{_pct(wait.tolerance)} of its floor {floor:.2f}x: "
                      f"starting at {plan.comm_slowdown:.2f}x")
-    left = wait.timeout_s - waited
-    return Wait(f"waiting up to {left:.0f} s more (timeout {wait.timeout_s:.0f} s) for a placement within "
+    left = timeout - waited
+    return Wait(f"waiting up to {left:.0f} s more (timeout {timeout:.0f} s) for a placement within "
                 f"{_pct(wait.tolerance)} of its floor {floor:.2f}x: best now {plan.comm_slowdown:.2f}x",
                 left)
 
@@ -126,7 +155,7 @@ def _structure(fab: fabric.Fabric) -> _Structure:
 class _Floors:
     reference: fabric.Fabric
     """The structure with every element healthy, built once."""
-    by_shape: dict[tuple[int, int, request.Pattern], float]
+    by_shape: dict[tuple[int, int, request.Pattern, frozenset[ids.NodeName] | None], float]
 
 
 class Floors:
@@ -142,13 +171,17 @@ class Floors:
         """The last fabric asked about and its structure: one snapshot asks many times."""
 
     def slowdown(self, fab: fabric.Fabric, pods: int, gpus_per_pod: int,
-                 pattern: request.Pattern = request.Pattern.ALL_TO_ALL) -> float:
-        """The gang's comm_slowdown alone in the empty, healthy ``fab`` (inf if it never fits)."""
+                 pattern: request.Pattern = request.Pattern.ALL_TO_ALL, *,
+                 eligible: frozenset[ids.NodeName] | None = None) -> float:
+        """The gang's comm_slowdown alone in the empty, healthy ``fab`` (inf if it never fits),
+        on the ``eligible`` hosts only when given (those its pods' node selectors allow)."""
         entry = self._entry(fab)
-        shape = (pods, gpus_per_pod, pattern)
+        shape = (pods, gpus_per_pod, pattern, eligible)
         found = entry.by_shape.get(shape)
         if found is None:
-            found = floor_slowdown(entry.reference, pods, gpus_per_pod, pattern)
+            found = floor_slowdown(entry.reference, pods, gpus_per_pod, pattern, eligible=eligible)
+            if len(entry.by_shape) >= _SHAPES_KEPT:
+                del entry.by_shape[next(iter(entry.by_shape))]
             entry.by_shape[shape] = found
         return found
 
@@ -176,8 +209,10 @@ def healthy(fab: fabric.Fabric) -> fabric.Fabric:
 
 
 def floor_slowdown(fab: fabric.Fabric, pods: int, gpus_per_pod: int,
-                   pattern: request.Pattern = request.Pattern.ALL_TO_ALL) -> float:
-    """A gang's comm_slowdown alone in the empty, healthy fabric (inf if it can never fit).
+                   pattern: request.Pattern = request.Pattern.ALL_TO_ALL, *,
+                   eligible: frozenset[ids.NodeName] | None = None) -> float:
+    """A gang's comm_slowdown alone in the empty, healthy fabric (inf if it can never fit),
+    on the ``eligible`` hosts only when given.
 
     Health is ignored whatever ``fab`` says, so the healthy copy is only made when needed;
     ``Floors`` keeps the answers per structure.
@@ -185,7 +220,7 @@ def floor_slowdown(fab: fabric.Fabric, pods: int, gpus_per_pod: int,
     reference = healthy(fab) if fab.unhealthy else fab
     free = {name: host.gpus for name, host in reference.hosts.items()}
     gang = request.GangRequest(ids.GangKey("floor"), pods, gpus_per_pod, pattern=pattern)
-    result = placing.place(snapshot.build(reference), free, gang)
+    result = placing.place(snapshot.build(reference), free, gang, candidates=eligible)
     return result.comm_slowdown if isinstance(result, request.Plan) else math.inf
 
 
@@ -196,11 +231,26 @@ def hold_for(
     plan: request.Plan,
     waited_s: float,
     wait: request.LocalityWait,
+    free: Mapping[ids.NodeName, int] | None = None,
+    eligible: frozenset[ids.NodeName] | None = None,
 ) -> Decision:
-    """``decide`` with the floor looked up: what the simulator and the extender call."""
+    """``decide`` with the floor (over ``eligible`` hosts, all when None) and the free share of
+    those hosts' GPUs (``free``: GPUs free per host; None counts as saturated) looked up: what
+    the simulator and the extender call."""
     if not wait.enabled:
         return Start()
-    return decide(plan, floors.slowdown(fab, gang.pods, gang.gpus_per_pod, gang.pattern), waited_s, wait)
+    floor = floors.slowdown(fab, gang.pods, gang.gpus_per_pod, gang.pattern, eligible=eligible)
+    if free is None or within(plan.comm_slowdown, floor, wait.tolerance):
+        return decide(plan, floor, waited_s, wait)  # the free share is only read for a hold
+    return decide(plan, floor, waited_s, wait, free_share(fab, free, eligible))
+
+
+def free_share(fab: fabric.Fabric, free: Mapping[ids.NodeName, int],
+               eligible: frozenset[ids.NodeName] | None = None) -> float:
+    """The share of the (eligible) hosts' GPUs free now; 0 for no GPUs."""
+    hosts = fab.hosts.values() if eligible is None else [h for h in fab.hosts.values() if h.name in eligible]
+    total = sum(h.gpus for h in hosts)
+    return sum(min(free.get(h.name, 0), h.gpus) for h in hosts) / total if total else 0.0
 
 
 class Clocks:

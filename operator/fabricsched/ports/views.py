@@ -16,7 +16,8 @@ from fabricsched import ids
 from fabricsched.api import topology as api
 from fabricsched.ports import changes
 from fabricsched.ports import jobs as job_types
-from fabricsched.topology import fabric, health, nodes
+from fabricsched.topology import fabric, health
+from fabricsched.topology import nodes as k8s
 
 
 class SnapshotView(Protocol):
@@ -40,8 +41,12 @@ class StateView(Protocol):
     @property
     def synced(self) -> bool: ...
     @property
-    def pods(self) -> Mapping[tuple[str, str], nodes.PodUsage]: ...
-    def pods_in(self, namespace: str) -> Mapping[tuple[str, str], nodes.PodUsage]:
+    def nodes(self) -> Mapping[ids.NodeName, k8s.NodeInfo]:
+        """Every node's labels, allocatable and conditions (a pod's node selector reads them)."""
+        ...
+    @property
+    def pods(self) -> Mapping[tuple[str, str], k8s.PodUsage]: ...
+    def pods_in(self, namespace: str) -> Mapping[tuple[str, str], k8s.PodUsage]:
         """The pods of ``pods`` in one namespace."""
         ...
     @property
@@ -55,7 +60,7 @@ class StateView(Protocol):
         tie; None when none holds any."""
         ...
     def snapshot(self, name: ids.TopologyName) -> SnapshotView | None: ...
-    def counted(self, pod: nodes.PodUsage) -> nodes.PodUsage:
+    def counted(self, pod: k8s.PodUsage) -> k8s.PodUsage:
         """``pod`` with the GPUs its DRA claims ask for counted (``claim_gpus``, ``uncounted``)."""
         ...
     def element_health(self, name: ids.TopologyName) -> Mapping[health.ElementId, health.ElementHealth]:

@@ -50,11 +50,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     wait = policies.DEFAULT_LOCALITY_WAIT
     sim.add_argument("--locality-wait", type=float, default=wait.timeout_s, metavar="SECONDS",
                      help="fabric policy: hold a gang whose best plan is above its floor by more than "
-                     "--locality-tolerance for up to this long since submission, for a better one; "
-                     f"0 = start as soon as it fits (default {wait.timeout_s:g})")
+                     "--locality-tolerance for up to this long from its first plan, for a better one; "
+                     "0 = start as soon as it fits; the extender's default too "
+                     f"(default: {wait.timeout_s:g}s)")
     sim.add_argument("--locality-tolerance", type=float, default=wait.tolerance, metavar="FRACTION",
                      help="fabric policy: a plan within floor x (1 + this) starts at once "
-                     f"(default {wait.tolerance:g})")
+                     f"(default: {wait.tolerance:g})")
     sim.add_argument("--checkpoint-interval", type=float, default=engine.DEFAULT_CHECKPOINT_S,
                      metavar="SECONDS", help="with a priority column in the jobs: a preempted job loses "
                      "the work since its last checkpoint, taken this often "

@@ -156,6 +156,9 @@ class Simulation:
                 else:
                     over.add(payload)
             queue.extend(arrived)
+            # A held job outranking a new arrival is asked again: it may no longer be held.
+            lowest_new = min((self.scn.jobs[i].rank for i in arrived), default=math.inf)
+            over.update(i for i in self._held_since if self.scn.jobs[i].rank > lowest_new)
             if capacity_back:
                 tried = queue
             elif over:
@@ -165,7 +168,7 @@ class Simulation:
             else:
                 tried = arrived
             for _ in range(_MAX_ROUNDS):
-                started = self._pass(now, tried)
+                started = self._pass(now, tried, queue)
                 if started:
                     queue = [i for i in queue if i not in started]
                     done += len(started)
@@ -222,8 +225,9 @@ class Simulation:
 
     # -- starts and ends ------------------------------------------------------------------
 
-    def _pass(self, now: float, tried: list[int]) -> set[int]:
+    def _pass(self, now: float, tried: list[int], queue: list[int]) -> set[int]:
         started: set[int] = set()
+        lowest_queued = min((self.scn.jobs[i].rank for i in queue), default=self._lowest)
         failed: dict[tuple[int, _Constraint], int] = {}
         unpreempted: dict[tuple[int, _Constraint, int], int] = {}
         if self.preempter is not None:  # the kube-scheduler's queue: highest priority first
@@ -233,8 +237,9 @@ class Simulation:
             shape = (job.gpus_per_pod, job.constraint)
             ranks: policies.Placed = None
             if self.free.slots[job.gpus_per_pod] >= job.pods and failed.get(shape, math.inf) > job.pods:
-                waited = self.session.clocks.waited(_key(i), job.submit_s, now)  # counted from submission
-                if self.preempter is not None and job.rank > self._lowest:
+                # The locality clock starts at the first hold (the first plan), as the extender's.
+                waited = now - self._held_since.get(i, now)
+                if job.rank > lowest_queued:
                     # Never held for locality: it would wait while lower-priority jobs start.
                     waited = math.inf
                 ranks = self.policy.place(self.snapshot, self.free.gpus, self.traffic, job, waited)
@@ -279,7 +284,6 @@ class Simulation:
         self.session.running.start(_key(i), snap, ranks, job.gpus_per_pod, pattern)
         end = now + self._left.get(i, job.duration_s) * slowdown
         self.running[i] = _Running(i, ranks, end)
-        self.session.clocks.forget(_key(i))
         held = self._held_since.pop(i, None)
         self._wait_over.pop(i, None)
         self.outcomes[i] = results.Outcome(

@@ -25,10 +25,8 @@ Ranks = tuple[ids.NodeName, ...]
 
 POLICY_NAMES = ("fabric", "default", "tas-bestfit", "random")
 
-DEFAULT_LOCALITY_WAIT = request.LocalityWait(timeout_s=14400.0, tolerance=0.05)
-"""The ``fabric`` policy's wait for locality in the simulator, chosen from the load sweep in
-docs/benchmark.md: 4 h meets the floor target at loads 0.5-0.8 on both sample fabrics and
-shortens mean waits; shorter timeouts can lengthen them (held gangs start late, no closer)."""
+DEFAULT_LOCALITY_WAIT = patience.DEFAULT_LOCALITY_WAIT
+"""The ``fabric`` policy's wait for locality: the product's own default (one constant)."""
 
 Placed = Ranks | patience.Wait | None
 """Where the job's pods go now; a ``patience.Wait`` to hold it (asked again by the wait's end,
@@ -91,7 +89,7 @@ class EnginePolicy:
         result = self.session.place(snapshot, free, gang, traffic, self.options)
         if not isinstance(result, request.Plan):
             return None
-        decision = self.session.hold_for(snapshot, gang, result, waited_s, self.options.locality_wait)
+        decision = self.session.hold_for(snapshot, gang, result, waited_s, self.options.locality_wait, free)
         return decision if isinstance(decision, patience.Wait) else result.ranks
 
 

@@ -15,6 +15,7 @@ ROWS: tuple[tuple[str, str, str], ...] = (
     ("jobs_started", "jobs started", "int"),
     ("wait_mean_s", "wait mean (s)", "f0"),
     ("wait_p95_s", "wait p95 (s)", "f0"),
+    ("stretch_mean", "stretch mean (time in system / duration)", "f3"),
     ("makespan_s", "makespan (h)", "hours"),
     ("gpu_utilisation", "GPU utilisation (busy)", "pct"),
     ("gpu_useful_utilisation", "GPU utilisation (useful work)", "pct"),

@@ -133,11 +133,15 @@ def summarize(run: Run) -> dict[str, float | int]:
     in_leaf = [o for o in leaf_fit if o.domains_spanned.get(run.lowest_tier, 0) == 1]
     over_floor = [o.comm_slowdown / o.floor for o in gangs if o.comm_slowdown is not None]
     held = [o for o in started if o.waited_for_locality_s > 0]
+    # Time in the system over the job's own duration: waits and stretched runs in one figure.
+    stretch = [(o.end_s - o.job.submit_s) / o.job.duration_s for o in started
+               if o.end_s is not None and o.job.duration_s > 0]
     return {
         "jobs": len(run.outcomes),
         "jobs_started": len(started),
         "wait_mean_s": _mean(waits),
         "wait_p95_s": percentile(waits, 95),
+        "stretch_mean": _mean(stretch),
         "makespan_s": makespan,
         "gpu_utilisation": busy / (run.total_gpus * makespan) if makespan > 0 else 0.0,
         # The same with each job's unstretched duration: busy time lost to slowdown is not work.

@@ -8,8 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from fabricsched import cli
 from fabricsched.app import commands
 from fabricsched.placement import request
+from fabricsched.sim import policies
 
 
 def parse(tmp_path: Path, *argv: str) -> argparse.Namespace:
@@ -93,9 +95,22 @@ def test_run_flags_set_the_extenders_default_wait(tmp_path: Path) -> None:
     assert options.extender.locality_wait == request.LocalityWait(600.0, 0.1)
 
 
-def test_by_default_run_does_not_wait_for_locality(tmp_path: Path) -> None:
-    options = commands.options_from(parse(tmp_path))
-    assert not options.extender.locality_wait.enabled
+def test_by_default_run_waits_as_the_simulator_does_and_0s_turns_it_off(tmp_path: Path) -> None:
+    # One constant: the extender's default is the simulator's fabric policy's.
+    assert commands.options_from(parse(tmp_path)).extender.locality_wait == policies.DEFAULT_LOCALITY_WAIT
+    assert policies.DEFAULT_LOCALITY_WAIT.enabled
+    off = commands.options_from(parse(tmp_path, "--locality-wait", "0s")).extender.locality_wait
+    assert not off.enabled
+
+
+def test_both_help_texts_print_the_default_wait_the_same_way(capsys: pytest.CaptureFixture[str]) -> None:
+    shown = f"(default: {policies.DEFAULT_LOCALITY_WAIT.timeout_s:g}s)"
+    for command in ("run", "simulate"):
+        with pytest.raises(SystemExit):
+            cli.main([command, "--help"])
+        text = " ".join(capsys.readouterr().out.split())
+        after = text[text.index("--locality-wait ", text.index("options:")):]
+        assert shown in after[:after.index("--locality-tolerance FRACTION")], command
 
 
 @pytest.mark.parametrize(

@@ -8,6 +8,7 @@ checks: the chart's rendering is checked with the real helm in tests/integration
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,8 @@ import fabricsched
 from fabricsched.api import schedconfig
 from fabricsched.api import topology as api
 from fabricsched.cluster import binaries
+from fabricsched.extender.decide import locality
+from fabricsched.placement import patience
 
 REPO = Path(__file__).resolve().parents[3]
 CHART = REPO / "charts" / "fabricsched"
@@ -88,6 +91,17 @@ def test_chart_runs_the_clusters_own_kube_scheduler_and_names_the_tested_release
     assert values["scheduler"]["image"]["repository"] == "registry.k8s.io/kube-scheduler"
     assert values["scheduler"]["image"]["tag"] == ""
     assert chart["annotations"]["fabricsched.io/kube-scheduler-version"] == binaries.KUBERNETES_VERSION
+
+
+def test_chart_locality_wait_is_the_products_one_default() -> None:
+    # One constant: the chart, `fabricsched run` and the simulator wait alike by default.
+    values = _yaml(CHART / "values.yaml")["fabricsched"]
+    schema = json.loads((CHART / "values.schema.json").read_text(encoding="utf-8"))
+    shipped = patience.DEFAULT_LOCALITY_WAIT
+    assert values["localityWait"] == locality.duration_text(shipped.timeout_s)
+    assert values["localityTolerance"] == shipped.tolerance
+    wait_schema = schema["properties"]["fabricsched"]["properties"]["localityWait"]
+    assert wait_schema["default"] == values["localityWait"]
 
 
 # --- the image ------------------------------------------------------------------------------

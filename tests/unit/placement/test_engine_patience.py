@@ -162,9 +162,10 @@ def test_floors_are_computed_once_per_structure_whatever_the_health(
     real = patience.floor_slowdown
 
     def counting(fab: fabric.Fabric, pods: int, gpus_per_pod: int,
-                 pattern: request.Pattern = request.Pattern.ALL_TO_ALL) -> float:
+                 pattern: request.Pattern = request.Pattern.ALL_TO_ALL, *,
+                 eligible: frozenset[ids.NodeName] | None = None) -> float:
         calls.append((pods, gpus_per_pod))
-        return real(fab, pods, gpus_per_pod, pattern)
+        return real(fab, pods, gpus_per_pod, pattern, eligible=eligible)
 
     monkeypatch.setattr(patience, "floor_slowdown", counting)
     degraded = (FabricBuilder().spine("s1").leaf("l1").leaf("l2").spine("s2").leaf("l3").leaf("l4")

@@ -17,7 +17,7 @@ import pytest
 from sim_builders import Scripted, SimFiles
 
 from fabricsched import cli, ids
-from fabricsched.placement import capacity, request
+from fabricsched.placement import capacity, patience, placing, request, snapshot
 from fabricsched.sim import engine, policies, records, results, scenario
 from fabricsched.topology import fabric
 
@@ -154,3 +154,57 @@ def test_the_fabric_policy_waits_by_default_and_the_baselines_never_do() -> None
     assert isinstance(fab_policy, policies.EnginePolicy) and isinstance(blind, policies.EnginePolicy)
     assert fab_policy.options.locality_wait == wait
     assert not blind.options.locality_wait.enabled
+
+
+def test_the_floor_counts_only_the_hosts_the_gang_may_use(files: SimFiles) -> None:
+    # Confined to A and C (one host per leaf), g can never do better than the split: 2.0.
+    fab = files.fabric(LAYOUT).job_rows("g,0,2,8,100,").load().structure
+    floors = patience.Floors()
+    eligible = frozenset({ids.NodeName(A), ids.NodeName(C)})
+    assert floors.slowdown(fab, 2, 8) == 1.0
+    assert floors.slowdown(fab, 2, 8, eligible=eligible) == 2.0
+    free = {ids.NodeName(A): 8, ids.NodeName(C): 8, ids.NodeName(B): 0, ids.NodeName(D): 0}
+    gang = request.GangRequest(ids.GangKey("g"), 2, 8)
+    plan = placing.place(snapshot.build(fab), free, gang)
+    assert isinstance(plan, request.Plan) and plan.comm_slowdown == 2.0
+    wait = request.LocalityWait(3000)
+    # Over the whole fabric it would wait for a leaf it may not use; over its hosts it starts.
+    assert isinstance(patience.hold_for(floors, fab, gang, plan, 0.0, wait), patience.Wait)
+    assert patience.hold_for(floors, fab, gang, plan, 0.0, wait, free, eligible) == patience.Start()
+
+
+@pytest.mark.parametrize(
+    ("free_share", "hold_s"), [(0.0, 3000.0), (0.5, 3000.0), (0.75, patience.UNSATURATED_CAP_S)])
+def test_a_fabric_that_is_not_saturated_caps_the_hold(free_share: float, hold_s: float) -> None:
+    plan = request.Plan((ids.NodeName(A), ids.NodeName(C)), 1, {}, 2.0, False)
+    decision = patience.decide(plan, 1.0, 0.0, request.LocalityWait(3000), free_share)
+    assert isinstance(decision, patience.Wait) and decision.retry_in_s == hold_s
+    # At the cap, the gang starts on what it has, and says which timeout applied.
+    late = patience.decide(plan, 1.0, hold_s, request.LocalityWait(3000), free_share)
+    assert isinstance(late, patience.Start) and f"(timeout {hold_s:.0f} s)" in str(late.reason)
+
+
+def test_a_held_job_starts_when_a_lower_priority_job_queues(files: SimFiles) -> None:
+    # g (priority 10) is held while only its peers queue; the lower-priority job l arrives at
+    # 500 s and queues behind y: from then g would wait while l may start, so g starts.
+    scn = files.fabric(LAYOUT).job_rows(
+        "x,0,1,8,1000,,10", "y,0,1,8,5000,,10", "g,10,2,8,100,,10", "l,500,2,8,100,,0",
+        header="name,submit_s,pods,gpus_per_pod,duration_s,required_tier,priority").load()
+    out = run(scn, PINS, timeout=3000)
+    assert out["g"].waited_for_locality_s > 0
+    assert out["g"].start_s == 500.0 and out["g"].comm_slowdown == 2.0
+
+
+def test_a_gang_that_queued_longer_than_its_timeout_is_still_held_from_its_first_plan(
+    files: SimFiles,
+) -> None:
+    # The short-wait anomaly's mechanism (docs/benchmark.md): g queues 690 s for capacity, more
+    # than its 300 s wait. Counted from submission it was never held, and started split at
+    # 700 s (2.0), as without the wait: under saturation, where every gang queues, a short wait
+    # then held nobody. Counted from its first plan it is held, and starts in one leaf when x
+    # ends at 900 s.
+    scn = files.fabric(LAYOUT).job_rows(
+        "x,0,1,8,900,", "y,0,1,8,5000,", "u,0,1,8,700,", "v,0,1,8,700,", "g,10,2,8,100,").load()
+    out = run(scn, {"x": [A], "y": [C], "u": [B], "v": [D]}, timeout=300)
+    g = out["g"]
+    assert (g.start_s, g.comm_slowdown, g.waited_for_locality_s) == (900.0, 1.0, 200.0)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from fabricsched import gangs, ids
 from fabricsched.extender.book import reservations
+from fabricsched.extender.decide import eligibility
 from fabricsched.ports import views
 from fabricsched.topology import nodes
 
@@ -31,7 +32,9 @@ class PodRequest:
     gpu_resource: str
     """The fabric's GPU resource name (``spec.gpuResource``)."""
     created: float | None
-    """When the pod was created (the locality wait's clock), from the manifest."""
+    """When the pod was created (how long a gang waited for its plan), from the manifest."""
+    constraints: eligibility.NodeConstraints | None = eligibility.NONE
+    """The pod's node selector and required node affinity; None when unreadable."""
 
     @property
     def snapshot(self) -> views.SnapshotView:

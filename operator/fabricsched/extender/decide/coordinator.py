@@ -4,8 +4,8 @@ Where it sits in the flow: the kube-scheduler sends a pod and the nodes that fit
 (``server``) -> ``Coordinator.filter`` identifies the gang (``gangs``), plans it on the first
 pod (``planning`` -> the engine), holds the plan in the book (``reservations``) and writes it
 as a FabricPlacement (``placements``) -> every pod of the gang is steered to its rank's node.
-A gang that opted in to waiting for locality may be held before its plan is reserved
-(``locality``: the engine's own decision, as in the simulator). Cluster changes arrive through
+A gang above its floor may be held for locality before its plan is reserved (``locality``:
+the engine's own decision, as in the simulator). Cluster changes arrive through
 the state's subscription and move the book (``following``); a tick expires idle reservations.
 
 Every call runs on the event loop thread, as the cluster state requires.
@@ -24,6 +24,7 @@ from fabricsched.api.placement import PlacementPhase
 from fabricsched.extender.book import following, path_health, pending, reservations, sink, workloads
 from fabricsched.extender.decide import (
     admission,
+    eligibility,
     locality,
     notices,
     owners,
@@ -42,10 +43,10 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class CoordinatorOptions:
-    placement: request.PlacementOptions = field(default_factory=request.PlacementOptions)
+    placement: request.PlacementOptions = field(default_factory=lambda: request.PlacementOptions(
+        locality_wait=patience.DEFAULT_LOCALITY_WAIT))
     """The engine's options; ``placement.locality_wait`` is the cluster's default wait for
-    locality (off unless ``fabricsched run --locality-wait`` sets it), which a gang's
-    ``fabricsched.io/locality-wait`` annotation overrides."""
+    locality (``fabricsched run --locality-wait``), which a gang's annotations override."""
     event_interval_s: float = 60.0
     """At most one Event per gang and reason in this many seconds (the scheduler retries often)."""
     save_timeout_s: float = 2.0
@@ -89,6 +90,7 @@ class Coordinator:
         clock: Callable[[], float],
         options: CoordinatorOptions,
         on_freed: Callable[[], None] = lambda: None,
+        on_held: Callable[[float], None] = lambda retry_in_s: None,
     ) -> None:
         self.state = parts.state
         self.book = parts.book
@@ -104,6 +106,8 @@ class Coordinator:
         self.clock = clock
         self.options = options
         self.on_freed = on_freed
+        self.on_held = on_held
+        """Told the seconds until a held gang's hold ends: the scheduler must retry it then."""
         """Told when the book or the cluster freed capacity (``kube.wakeup``: waiting gangs retry)."""
         self.ready = False
         """Set by ``restore``: before it, no decision is made (a reservation could be lost)."""
@@ -225,8 +229,8 @@ class Coordinator:
             # None of these nodes is in a fabric: nothing to steer, the scheduler decides alone.
             return None
         entry = known if isinstance(gang, gangs.Unsized) or gang.key == key else self.book.get(gang.key)
-        created = locality.created_at(manifest)
-        return PodRequest(pod, candidates, key, gang, entry, snapshot, resource, created)
+        return PodRequest(pod, candidates, key, gang, entry, snapshot, resource,
+                          locality.created_at(manifest), eligibility.of(manifest))
 
     def _target(self, pod: nodes.PodUsage) -> ids.NodeName | None:
         entry = self.book.get(self.owners.key(pod))
@@ -262,8 +266,7 @@ class Coordinator:
             # The scheduler's names as they came: the engine masks its fabric's hosts with them,
             # so names outside the fabric restrict nothing and need no per-node filtering here.
             made = planning.plan(inputs, gang, candidates, self.options.placement)
-            held = made if isinstance(made, request.NoFit) else self._hold(
-                gang, snapshot, made, candidates, pod, created)
+            held = made if isinstance(made, request.NoFit) else self._hold(asked, gang, made, inputs)
             if isinstance(held, FilterAnswer):
                 return held
             fresh = held if isinstance(held, request.NoFit) else planning.new_entry(
@@ -294,39 +297,36 @@ class Coordinator:
         return entry
 
     def _hold(
-        self,
-        gang: gangs.GangIdentity,
-        snapshot: views.SnapshotView,
-        made: request.Plan,
-        candidates: Sequence[str],
-        pod: nodes.PodUsage,
-        created: float | None,
+        self, asked: PodRequest, gang: gangs.GangIdentity, made: request.Plan, inputs: planning.Inputs
     ) -> request.Plan | FilterAnswer:
         """The plan to reserve, or the answer that holds the gang for a plan near its floor.
 
-        A held gang reserves nothing (its FabricPlacement is Pending, with the hold as the
-        reason), so other gangs backfill around it. Every candidate fails (not unresolvable):
-        the kube-scheduler keeps the pod and asks again on cluster events that may free
-        capacity, and at the latest after ``podMaxInUnschedulablePodsDuration``.
+        A held gang reserves nothing, so other gangs backfill around it. Every candidate fails
+        (not unresolvable): the kube-scheduler keeps the pod and asks again on cluster events,
+        on the wake-ups when capacity frees or a hold ends, and at the latest after 5 minutes.
         """
+        pod, fab = asked.pod, inputs.fabric
         wanted = locality.settings(pod.annotations, self.options.placement.locality_wait)
-        if wanted.problems:
-            self.notices.pod(
-                pod, gang.key, "FabricLocalityWaitInvalid",
-                f"gang {gang.display} does not wait for locality: {'; '.join(wanted.problems)}", True,
-            )
-        if not wanted.wait.enabled:
+        problems = wanted.problems
+        if asked.constraints is None and wanted.wait.enabled:  # its floor would be a guess
+            problems = (*problems, "its node selector or affinity is unreadable")
+        if problems:
+            self.notices.pod(pod, gang.key, "FabricLocalityWaitInvalid",
+                             f"gang {gang.display} does not wait for locality: {'; '.join(problems)}", True)
+        if not wanted.wait.enabled or asked.constraints is None:
             return made
-        now = self.clock()
-        waited = self._clocks.waited(gang.key, created, now)
-        decision = locality.decide(self._session, snapshot.fabric, gang, made, waited, wanted.wait)
+        eligible = asked.constraints.eligible(fab.hosts, self.state.nodes)
+        waited = self._clocks.waited(gang.key, None, self.clock())  # from the first hold, as the simulator
+        lower = lambda: locality.lower_priority_pending(self.state.pods.values(), pod)  # noqa: E731
+        decision = locality.decide(
+            self._session, fab, gang, made, waited, wanted.wait, inputs.free, eligible, lower)
         if isinstance(decision, patience.Wait):
             message = f"gang {gang.display} is {decision.reason}"
-            self.pending.wait(
-                gang, snapshot.name, pending.HELD_FOR_LOCALITY, pending.message_of(gang, decision.reason)
-            )
+            why = pending.message_of(gang, decision.reason)
+            self.pending.wait(gang, asked.snapshot.name, pending.HELD_FOR_LOCALITY, why)
             self.notices.pod(pod, gang.key, "FabricWaitingForLocality", message, False)
-            return FilterAnswer([], failed=verdicts.every(candidates, message))
+            self.on_held(decision.retry_in_s)
+            return FilterAnswer([], failed=verdicts.every(asked.candidates, message))
         self._clocks.forget(gang.key)
         if decision.reason is None:
             return made

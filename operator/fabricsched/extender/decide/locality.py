@@ -7,29 +7,38 @@ The decision itself is ``placement.session.Session.hold_for``, the one the simul
 
 * the wait, from the gang's pod annotations over the cluster default (``fabricsched run
   --locality-wait``), parsed here with a message for every value that is not valid;
-* the time waited, counted from the creation of the gang's oldest pod the extender has seen
-  (the session's ``patience.Clocks``): the API server keeps creation times, so a restarted
-  extender resumes a wait without state of its own.
+* the time held, counted from the gang's first hold (its first plan; the session's
+  ``patience.Clocks``), as the simulator counts it; a restarted extender starts it again;
+* the hosts the gang's pods may use (``eligibility``), over which its floor is computed, and
+  the GPUs free now (a fabric that is not saturated caps the hold);
+* whether a lower-priority pod waits (``lower_priority_pending``): then the gang is not held.
 
 Pure: no I/O, the time is a parameter.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from fabricsched import gangs, parsing
+from fabricsched import gangs, ids, parsing
 from fabricsched.api import rfc3339
 from fabricsched.extender.decide import planning
 from fabricsched.placement import patience, request, session
-from fabricsched.topology import fabric
+from fabricsched.topology import fabric, nodes
+
+logger = logging.getLogger(__name__)
 
 WAIT_ANNOTATION = "fabricsched.io/locality-wait"
 TOLERANCE_ANNOTATION = "fabricsched.io/locality-tolerance"
+
+DEFAULT_WAIT = patience.DEFAULT_LOCALITY_WAIT
+"""The cluster default of ``fabricsched run --locality-wait/--locality-tolerance``: the
+simulator's ``fabric`` policy uses the same constant."""
 
 MAX_TOLERANCE = 1.0
 """Tolerances are fractions: a larger value is far more likely a percentage typed as one
@@ -73,6 +82,11 @@ def parse_tolerance(text: str) -> float:
             f"{parsing.excerpt(text)} is not a fraction between 0 and {MAX_TOLERANCE:g} (0.05 = 5%)"
         )
     return value
+
+
+def duration_text(seconds: float) -> str:
+    """``seconds`` as the flag and the chart write it (``14400s``; ``0s`` = off)."""
+    return f"{seconds:g}s"
 
 
 def cluster_default(wait: str, tolerance: str | float) -> request.LocalityWait:
@@ -141,9 +155,31 @@ def decide(
     plan: request.Plan,
     waited_s: float,
     wait: request.LocalityWait,
+    free: Callable[[], Mapping[ids.NodeName, int]] | None = None,
+    eligible: frozenset[ids.NodeName] | None = None,
+    lower_pending: Callable[[], bool] = lambda: False,
 ) -> patience.Decision:
-    """The engine's locality decision for ``plan``, the gang's first plan (the simulator's own)."""
+    """The engine's locality decision for ``plan``, the gang's first plan (the simulator's own):
+    ``free()`` the GPUs free per host now, ``eligible`` the hosts the gang's pods may use (None: all).
+    A gang is never held while ``lower_pending()`` (asked only for a hold): it would wait while
+    a lower-priority pod starts (docs/preemption.md "Locality waits and priorities")."""
     ask = planning.gang_request(gang, fab)
     if isinstance(ask, request.NoFit):
         return patience.Start()  # no plan is made for such a gang: nothing to hold
-    return placing_session.hold_for(fab, ask, plan, waited_s, wait)
+    decision = placing_session.hold_for(fab, ask, plan, waited_s, wait, None, eligible)
+    if isinstance(decision, patience.Wait) and free is not None:
+        # The free GPUs (a walk over every host) only matter for a hold: they may cap it.
+        decision = placing_session.hold_for(fab, ask, plan, waited_s, wait, free(), eligible)
+    if not isinstance(decision, patience.Wait) or lower_pending():
+        return patience.Start() if isinstance(decision, patience.Wait) else decision
+    if waited_s <= 0:  # its first hold: once per gang, the pods' retries are not logged
+        logger.info("gang %s held for locality: %s", gang.display, decision.reason)
+    return decision
+
+
+def lower_priority_pending(pods: Iterable[nodes.PodUsage], asking: nodes.PodUsage) -> bool:
+    """Whether a GPU pod of lower priority than ``asking`` waits to be scheduled."""
+    return any(p.node is None and p.phase not in _ENDED and p.priority < asking.priority for p in pods)
+
+
+_ENDED = ("Succeeded", "Failed")

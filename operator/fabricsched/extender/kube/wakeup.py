@@ -13,6 +13,11 @@ object the kube-scheduler watches and nothing else uses: the ``CSIStorageCapacit
 namespace. Its update requeues every pod the extender refused (after their back-off, at most
 10 s), and no other plugin acts on it. Bursts are coalesced: at most one update per
 ``min_interval_s``.
+
+A gang held for locality is retried when capacity frees (above) and when its hold ends
+(``hold_ends_in``): nothing in the cluster changes at that moment, so without a nudge the
+scheduler would retry it up to 5 minutes late. So the extender re-decides at the moments the
+simulator does (docs/benchmark.md).
 """
 
 from __future__ import annotations
@@ -60,25 +65,36 @@ class WakeUps:
         self.delay_s = delay_s
         self.min_interval_s = min_interval_s
         self.nudges = 0
-        self._freed = asyncio.Event()
+        self._wake = asyncio.Event()
+        self._freed = False
         self._planned = False
+        self._due: list[float] = []
+        """Monotonic times at which a hold ends, earliest first (kept short: one per hold)."""
 
     def freed(self) -> None:
-        self._freed.set()
+        self._freed = True
+        self._wake.set()
 
     def planned(self) -> None:
         """A waiting gang got a plan with no cluster event (reservations yielded to it): its
         pods, refused before, must be retried even though no gang waits any more."""
         self._planned = True
-        self._freed.set()
+        self.freed()
+
+    def hold_ends_in(self, seconds: float) -> None:
+        """A gang is held for locality for ``seconds`` more: retry it when the hold ends."""
+        due = time.monotonic() + max(0.0, seconds) + self.delay_s
+        if len(self._due) < _MAX_DUE and not any(abs(d - due) < self.min_interval_s for d in self._due):
+            self._due = sorted([*self._due, due])
+            self._wake.set()  # the loop recomputes how long to sleep; no nudge for this
 
     async def run(self) -> None:
-        """Nudge after each burst of frees until cancelled."""
+        """Nudge after each burst of frees, and when a hold ends, until cancelled."""
         while True:
-            await self._freed.wait()
+            ended = await self._next()
             await asyncio.sleep(self.delay_s)  # the rest of the burst (a whole gang ending)
-            self._freed.clear()
-            planned, self._planned = self._planned, False
+            self._freed = False
+            planned, self._planned = self._planned or ended, False
             if not (planned or self.waiting()):
                 continue
             try:
@@ -88,6 +104,23 @@ class WakeUps:
             except errors.ApiError as e:
                 logger.warning("could not wake the kube-scheduler for waiting gangs: %s", e)
             await asyncio.sleep(self.min_interval_s)
+
+    async def _next(self) -> bool:
+        """Wait for capacity freed or the next end of a hold; True when a hold ended."""
+        while True:
+            now = time.monotonic()
+            if self._due and self._due[0] <= now:
+                self._due = [d for d in self._due if d > now]
+                return True
+            if self._freed:
+                return False
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self._due[0] - now if self._due else None)
+
+
+_MAX_DUE = 1024
+"""Most hold ends remembered: one per held gang's retry, far more than held gangs at once."""
 
 
 class ApiNudger:

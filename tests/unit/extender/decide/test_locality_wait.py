@@ -13,7 +13,7 @@ from extender_harness import Harness, fabric_nodes, leaf_of
 
 from fabricsched import ids
 from fabricsched.extender.decide import coordinator, locality
-from fabricsched.placement import request
+from fabricsched.placement import patience, request
 
 WAIT = {locality.WAIT_ANNOTATION: "600s"}
 BLOCK_NODES = ["l1-h0", "l1-h1", "l2-h0", "l2-h1"]
@@ -88,13 +88,15 @@ def test_the_waiting_event_is_rate_limited_but_every_answer_says_how_long_is_lef
     assert harness.events.reasons().count("FabricWaitingForLocality") == 1
 
 
-def test_the_wait_counts_from_the_oldest_pods_creation_so_it_survives_a_restart(harness: Harness) -> None:
+def test_the_wait_counts_from_the_gangs_first_hold_not_its_pods_creation(harness: Harness) -> None:
+    # Counted from creation, a gang that queued for capacity longer than its timeout was never
+    # held: under saturation a short wait then held nobody (the short-wait anomaly).
     scene = Scene(harness)
     answer = scene.filter_g(created=harness.clock() - 500)
-    assert next(iter(answer.failed.values())).startswith("gang train/g is waiting up to 100 s more")
-    # A pod created later does not restart the gang's wait.
+    assert next(iter(answer.failed.values())).startswith("gang train/g is waiting up to 600 s more")
+    harness.clock.advance(20)
     younger = scene.filter_g(1, created=harness.clock() - 10)
-    assert next(iter(younger.failed.values())).startswith("gang train/g is waiting up to 100 s more")
+    assert next(iter(younger.failed.values())).startswith("gang train/g is waiting up to 580 s more")
 
 
 def test_after_the_timeout_the_gang_is_placed_on_the_plan_it_has_and_says_so(harness: Harness) -> None:
@@ -112,11 +114,11 @@ def test_after_the_timeout_the_gang_is_placed_on_the_plan_it_has_and_says_so(har
     assert stored["status"]["reasons"][-1] == entry.reasons[-1]
 
 
-def test_a_gang_created_longer_ago_than_its_timeout_is_placed_at_once(harness: Harness) -> None:
+def test_a_gang_created_longer_ago_than_its_timeout_is_held_from_its_first_plan(harness: Harness) -> None:
     scene = Scene(harness)
     answer = scene.filter_g(created=harness.clock() - 700)
-    assert len(answer.passed) == 1
-    assert "FabricWaitingForLocality" not in harness.events.reasons()
+    assert answer.passed == []
+    assert "FabricWaitingForLocality" in harness.events.reasons()
 
 
 def test_when_a_leaf_frees_up_the_waiting_gang_lands_in_one_leaf(harness: Harness) -> None:
@@ -149,25 +151,63 @@ def test_a_wider_tolerance_lets_the_gang_start_above_its_floor(harness: Harness)
     assert len(answer.passed) == 1
 
 
-def test_without_the_annotation_or_a_cluster_default_nothing_waits(harness: Harness) -> None:
-    scene = Scene(harness)
-    placed = scene.place_g(annotations={})
+def test_without_the_annotation_the_shipped_default_holds_capped_while_the_fabric_is_not_saturated(
+    harness: Harness,
+) -> None:
+    # The harness runs the coordinator's defaults: the shipped wait (4 h). Three quarters of the
+    # fabric's GPUs are free, so the hold is capped at patience.UNSATURATED_CAP_S.
+    assert harness.coordinator.options.placement.locality_wait == patience.DEFAULT_LOCALITY_WAIT
+    answer = Scene(harness).filter_g(annotations={})
+    assert answer.passed == []
+    assert next(iter(answer.failed.values())).startswith(
+        f"gang train/g is waiting up to {patience.UNSATURATED_CAP_S:.0f} s more")
+
+
+def test_a_gang_opts_out_of_the_cluster_default_with_0s(harness: Harness) -> None:
+    placed = Scene(harness).place_g(annotations={locality.WAIT_ANNOTATION: "0s"})
     assert {leaf_of(n) for n in placed} == {"l1", "l2"}
     assert "FabricWaitingForLocality" not in harness.events.reasons()
 
 
 def test_the_cluster_default_holds_gangs_without_the_annotation() -> None:
     options = coordinator.CoordinatorOptions(
-        request.PlacementOptions(locality_wait=request.LocalityWait(timeout_s=900))
+        request.PlacementOptions(locality_wait=request.LocalityWait(timeout_s=300))
     )
     h = Harness(fabric_nodes(), options=options)
     h.restore()
     scene = Scene(h)
     answer = scene.filter_g(annotations={})
     assert answer.passed == []
-    assert next(iter(answer.failed.values())).startswith("gang train/g is waiting up to 900 s more")
+    assert next(iter(answer.failed.values())).startswith("gang train/g is waiting up to 300 s more")
     # A gang can opt out of the cluster's default.
     assert len(scene.filter_g(annotations={locality.WAIT_ANNOTATION: "0s"}).passed) == 1
+
+
+def test_a_gang_is_not_held_while_a_lower_priority_pod_waits(harness: Harness) -> None:
+    # Held, g would wait while the lower-priority pod starts (docs/preemption.md).
+    scene = Scene(harness)
+    low = harness.pod("low", harness.job("low", 1), 0).spec_field("priority", -5)
+    harness.state.apply_pod(low.build())
+    assert len(scene.filter_g().passed) == 1
+    assert "FabricWaitingForLocality" not in harness.events.reasons()
+
+
+def test_a_gang_of_the_lowest_priority_waiting_is_held(harness: Harness) -> None:
+    scene = Scene(harness)
+    same = harness.pod("other", harness.job("other", 1), 0)  # priority 0, as g's: not lower
+    harness.state.apply_pod(same.build())
+    assert scene.filter_g().passed == []
+
+
+def test_a_gang_whose_node_affinity_cannot_be_read_is_not_held_and_says_why(harness: Harness) -> None:
+    scene = Scene(harness)
+    pod = harness.pod("g", scene.g_uid, 0).annotate(locality.WAIT_ANNOTATION, "600s").spec_field(
+        "affinity", {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "Near"}]}]}}})
+    answer = harness.filter(pod, spine_s1(harness))
+    assert len(answer.passed) == 1
+    (event,) = [e for e in harness.events.events if e[1] == "FabricLocalityWaitInvalid"]
+    assert event[2] == "gang train/g does not wait for locality: its node selector or affinity is unreadable"
 
 
 def test_an_invalid_annotation_is_reported_and_the_gang_does_not_wait(harness: Harness) -> None:

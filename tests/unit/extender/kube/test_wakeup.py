@@ -59,6 +59,38 @@ def test_a_plan_from_yielded_reservations_nudges_though_no_gang_waits_any_more()
     assert len(nudger.stamps) == 1  # once: a later free with nobody waiting writes nothing
 
 
+def test_the_end_of_a_hold_nudges_once_then_and_not_before() -> None:
+    # Nothing in the cluster changes when a hold ends: without this the scheduler would retry
+    # the held gang up to 5 minutes late, where the simulator re-decides at once.
+    nudger = Nudger()
+    wakeups = wakeup.WakeUps(nudger, lambda: False, delay_s=0.01, min_interval_s=0.01)
+
+    async def scenario() -> None:
+        task = asyncio.create_task(wakeups.run())
+        wakeups.hold_ends_in(0.15)
+        wakeups.hold_ends_in(0.15)  # every pod of the gang is refused: one end, one nudge
+        await asyncio.sleep(0.08)
+        assert nudger.stamps == []  # holding is no reason to nudge
+        await asyncio.sleep(0.25)
+        task.cancel()
+
+    asyncio.run(scenario())
+    assert len(nudger.stamps) == 1
+
+
+def test_the_coordinator_says_when_a_hold_ends() -> None:
+    h = Harness(fabric_nodes())
+    h.restore()
+    told: list[float] = []
+    h.coordinator.on_held = told.append
+    block = h.job("block", 4)
+    for rank in range(4):
+        h.place(h.pod("block", block, rank), ["l1-h0", "l1-h1", "l2-h0", "l2-h1"])
+    g = h.pod("g", h.job("g", 4), 0).annotate("fabricsched.io/locality-wait", "300s")
+    answer = h.filter(g, ["l1-h2", "l1-h3", "l2-h2", "l2-h3"])
+    assert answer.passed == [] and told == [300.0]
+
+
 def test_a_failed_nudge_is_logged_and_the_next_free_nudges_again() -> None:
     nudger = Nudger()
     nudger.fail = True
