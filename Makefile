@@ -15,7 +15,7 @@ define pytest
 	$(PY) -m pytest $(1) || { rc=$$?; if [ $$rc -eq 5 ]; then echo "error: pytest collected no tests in $(1)" >&2; fi; exit $$rc; }
 endef
 
-.PHONY: help venv tools crds crds-check examples lint test test-unit test-integration demo demo-down bench \
+.PHONY: help venv tools crds crds-check examples lint test test-unit test-integration demo demo-kueue demo-down bench \
 	bench-cluster kind-e2e
 
 help: ## list the targets
@@ -65,6 +65,9 @@ test-integration: $(VENV) ## integration tests against a local control plane (ne
 
 demo: $(VENV) tools ## the tour: a local cluster with a 32-node fabric, fabricsched, three jobs; left running
 	$(PY) -m fabricsched.cluster.demo up --dir $(CLUSTER_DIR)
+
+demo-kueue: $(VENV) tools ## Kueue queues two JobSets, fabricsched places each, on the demo's cluster (started if none runs)
+	$(PY) hack/demo_kueue.py --dir $(CLUSTER_DIR)
 
 demo-down: $(VENV) ## stop the demo (fabricsched run and the control plane)
 	$(PY) -m fabricsched.cluster.demo down --dir $(CLUSTER_DIR)

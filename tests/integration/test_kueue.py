@@ -1,9 +1,10 @@
 """Kueue decides whether a JobSet starts, fabricsched where its pods go (real Kueue, real JobSet
 controller, the fabricsched scheduler over the sample fabric of 16 hosts of 8 GPUs, 4 per leaf).
 
-A ClusterQueue of 32 GPUs (one leaf) admits one 4 x 8-GPU JobSet at a time: the first is
-admitted and placed in one leaf, the second stays suspended with no pod and no FabricPlacement
-until the first finishes (its pods are marked Succeeded through kwok), then is placed in turn.
+The demo's Kueue act (kueuedemo.py, run by `make demo-kueue`): a ClusterQueue of 32 GPUs (one
+leaf) admits one 4 x 8-GPU JobSet at a time: the first is admitted and placed in one leaf, the
+second stays suspended with no pod and no FabricPlacement until the first finishes (its pods are
+marked Succeeded through kwok), then is placed in turn.
 A JobSet of a higher WorkloadPriorityClass makes Kueue evict the running one: its
 FabricPlacement is released and its GPUs free as soon as its pods are gone.
 
@@ -27,6 +28,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import harness
+import kueuedemo
 import kueuekit
 import pytest
 from controllerkit import Controller
@@ -140,24 +142,38 @@ def free_gpus(fabric: Fabric) -> int:
 def test_a_queue_admitting_one_jobset_at_a_time_and_fabricsched_placing_each(
     fabric: Fabric, ns: str, queue: str,
 ) -> None:
-    submit(fabric, ns, "first", queue)
-    wait_for("first admitted (unsuspended)", lambda: not suspended(fabric, ns, "first"), timeout=60)
-    submit(fabric, ns, "second", queue)
-    first = placed(fabric, ns, "first")
-    one_gang_in_one_leaf(fabric, ns, "first", first)
+    """The demo's Kueue act (``make demo-kueue``) as it runs there, checked against the cluster."""
+    said: list[str] = []
+    act = kueuedemo.run(fabric.api, ns, queue, harness.TOPOLOGY, say=said.append, hold=5.0)
+    assert said == act.lines
 
-    def second_waits() -> bool:
-        return (suspended(fabric, ns, "second") and not pods_of(fabric, ns, "second")
-                and placement_phase(fabric, ns, "second") is None)
-    wait_for("second suspended by Kueue's webhook", lambda: suspended(fabric, ns, "second"), timeout=20)
-    holds_for("second suspended: no pod, no FabricPlacement", second_waits, seconds=5)
+    # While the first ran, the second was Kueue's alone: suspended, no quota, no pod, no plan.
+    assert act.queued is not None
+    assert act.queued.suspended and act.queued.workload
+    assert act.queued.quota.startswith("False: ") and "insufficient" in act.queued.quota, act.queued
+    assert (act.queued.pods, act.queued.bound, act.queued.placement) == (0, 0, None)
+    first_nodes = [r["node"] for r in sorted(act.first["spec"]["ranks"], key=lambda r: r["rank"])]
+    assert len(first_nodes) == RANKS and len({fabric.leaf_of[n] for n in first_nodes}) == 1
 
-    for pod in pods_of(fabric, ns, "first"):
-        kwok.finish(fabric.api, ns, pod["metadata"]["name"], "Succeeded")
-    wait_for("second admitted once first finished", lambda: not suspended(fabric, ns, "second"), timeout=90)
-    second = placed(fabric, ns, "second")
-    one_gang_in_one_leaf(fabric, ns, "second", second)
-    assert placement_phase(fabric, ns, "first") in (None, "Released")
+    # Then the second, placed by fabricsched as one gang, its pods on its plan's nodes.
+    second = placed(fabric, ns, kueuedemo.SECOND)
+    one_gang_in_one_leaf(fabric, ns, kueuedemo.SECOND, second)
+    assert [r["node"] for r in sorted(act.second["spec"]["ranks"], key=lambda r: r["rank"])] == second
+    assert act.first_after in (None, "Released")
+    assert not suspended(fabric, ns, kueuedemo.SECOND)
+
+    # What the demo prints, in this order: the first placed (its leaf, ranks, nodes), the
+    # second queued, the first finished, the second placed.
+    text = "\n".join(said)
+    order = [text.index(f"Kueue admitted {kueuedemo.FIRST}; fabricsched placed it"),
+             text.index(f"JobSet {ns}/{kueuedemo.SECOND} waits in the queue"),
+             text.index(f"{kueuedemo.FIRST} finishes"),
+             text.index(f"Kueue admitted {kueuedemo.SECOND} once")]
+    assert order == sorted(order)
+    rows = [line.split() for line in said if line.startswith(f"{kueuedemo.FIRST} ")]
+    assert [row[3] for row in rows] == first_nodes  # JOBSET RANK POD NODE LEAF ...
+    assert {row[4] for row in rows} == {fabric.leaf_of[first_nodes[0]]}
+    assert "  pods: 0 (0 bound); FabricPlacement: none" in said
 
 
 def test_a_jobset_kueue_evicts_releases_its_placement_and_gpus_at_once(

@@ -117,14 +117,23 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
                      for line in lines)
 
 
+def _tier(tier: Obj) -> str:
+    """``tier leaf (preferred)``, ``tier spine (required), leaf (preferred)``: the constraint as
+    written (``required``/``preferred``), or as objects written before held it (``name`` +
+    ``policy``)."""
+    said = [f"{tier[key]} ({key})" for key in ("required", "preferred") if tier.get(key)]
+    if not said and tier.get("name"):
+        said = [f"{tier['name']} ({tier.get('policy', '?')})"]
+    return "tier " + (", ".join(said) or "as low as possible")
+
+
 def why(placement: Obj) -> list[str]:
     """The plan's headline (size, tier, slowdown, degraded path) and its reasons, one per line."""
     spec, status = placement.get("spec", {}), placement.get("status") or {}
-    tier = spec.get("tier", {})
     slowdown, size = status.get("commSlowdown"), spec.get("size", "?")
     figures = [
         f"{size} pod{'' if size == 1 else 's'} x {spec.get('gpusPerPod', '?')} GPUs",
-        f"tier {tier.get('name', '?')} ({tier.get('policy', '?')})",
+        _tier(spec.get("tier") or {}),
         f"phase {status.get('phase', '-')}",
         f"commSlowdown {slowdown:.2f}" if isinstance(slowdown, int | float) else "commSlowdown -",
         f"degradedPath {str(bool(status.get('degradedPath', False))).lower()}",
@@ -154,28 +163,36 @@ def render(placements: Sequence[Obj], pods: Sequence[Obj], nodes: Sequence[Obj],
     return "\n".join(parts)
 
 
-def pod_group_section(placement: Obj, pods: Iterable[Obj], nodes: Iterable[Obj], topology: Obj) -> str:
-    """A native PodGroup gang (no Job, no completion index): its ranks as the plan numbers
-    them, the pod bound on each rank's node, and why."""
+def gang_table(header: str, placement: Obj, pods: Iterable[Obj], nodes: Iterable[Obj], topology: Obj) -> str:
+    """One gang's ranks as its FabricPlacement numbers them: the pod of ``pods`` (the gang's
+    own) bound on each rank's node, the node's domain at every tier and its host link."""
     spec = placement.get("spec", {})
-    group = str(spec.get("gang", "?"))
+    gang = str(spec.get("gang", "?"))
     on_node = {
         str(p.get("spec", {}).get("nodeName")): str(p.get("metadata", {}).get("name", "-"))
         for p in pods
-        if (p.get("spec", {}).get("schedulingGroup") or {}).get("podGroupName") == group
-        and p.get("spec", {}).get("nodeName")
+        if p.get("spec", {}).get("nodeName") and not p.get("metadata", {}).get("deletionTimestamp")
     }
     labels = {n["metadata"]["name"]: n["metadata"].get("labels", {}) for n in nodes}
     health = host_health(topology)
     rows = []
     for assignment in sorted(spec.get("ranks", []), key=lambda a: int(a.get("rank", 0))):
         node = str(assignment.get("node", "?"))
-        rows.append((group, str(assignment.get("rank", "?")), on_node.get(node, "-"), node,
+        rows.append((gang, str(assignment.get("rank", "?")), on_node.get(node, "-"), node,
                      *(str(labels.get(node, {}).get(label, "?")) for _, label in tiers(topology)),
                      health.get(node, "healthy")))
     tier_names = [name.upper() for name, _ in tiers(topology)]
+    return table([header, "RANK", "POD", "NODE", *tier_names, "HOST LINK"], rows)
+
+
+def pod_group_section(placement: Obj, pods: Iterable[Obj], nodes: Iterable[Obj], topology: Obj) -> str:
+    """A native PodGroup gang (no Job, no completion index): its ranks as the plan numbers
+    them, the pod bound on each rank's node, and why."""
+    group = str(placement.get("spec", {}).get("gang", "?"))
+    members = [p for p in pods
+               if (p.get("spec", {}).get("schedulingGroup") or {}).get("podGroupName") == group]
     return "\n".join([
         f"A native PodGroup gang (scheduling.k8s.io/v1beta1 PodGroup {group}, no Job):",
-        table(["PODGROUP", "RANK", "POD", "NODE", *tier_names, "HOST LINK"], rows),
+        gang_table("PODGROUP", placement, members, nodes, topology),
         *why(placement),
     ])

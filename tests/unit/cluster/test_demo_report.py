@@ -28,7 +28,7 @@ def _placement(job: str, nodes: list[str], reasons: list[str]) -> dict[str, Any]
     return {
         "metadata": {"name": job, "namespace": "train"},
         "spec": {"gang": job, "size": len(nodes), "gpusPerPod": 8,
-                 "tier": {"name": "leaf", "policy": "preferred"},
+                 "tier": {"preferred": "leaf"},
                  "ranks": [{"rank": r, "node": n} for r, n in reversed(list(enumerate(nodes)))]},
         "status": {"phase": "Bound", "commSlowdown": 1.0, "degradedPath": False, "reasons": reasons},
     }
@@ -78,6 +78,18 @@ def test_why_gives_the_figures_then_one_reason_per_line() -> None:
         "  - fits 2 leaves under spine s2",
         "  - avoided leaf l07: uplinks degraded",
     ]
+
+
+@pytest.mark.parametrize(("tier", "said"), [
+    ({"required": "spine", "preferred": "leaf"}, "tier spine (required), leaf (preferred)"),
+    ({"required": "leaf"}, "tier leaf (required)"),
+    ({"name": "leaf", "policy": "required"}, "tier leaf (required)"),  # the shape written before
+    ({}, "tier as low as possible"),
+])
+def test_why_says_the_tier_constraint_in_either_shape(tier: dict[str, str], said: str) -> None:
+    placement = _placement("a", ["gpu-001"], [])
+    placement["spec"]["tier"] = tier
+    assert f", {said}, phase Bound," in tour.why(placement)[0]
 
 
 def test_a_placement_without_status_yet_still_renders() -> None:
