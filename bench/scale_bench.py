@@ -33,6 +33,13 @@ Per size, in one run:
    low-priority gangs fill the fabric, high-priority gangs preempt them one by one;
 7. peak RSS of ``fabricsched run`` (``VmHWM``, the larger of both runs).
 
+``--gpus dra`` runs the same with GPUs through DRA (``scale_dra.py``): the nodes publish their
+GPUs as ResourceSlices of NVIDIA's driver and have no allocatable ``nvidia.com/gpu``, every pod
+claims its GPUs through a ResourceClaimTemplate (a fill pod: an allocated ResourceClaim of its
+own), the topology has ``spec.draGpus`` and the fabricsched scheduler lists no
+managedResources. ``--gpus both`` runs the device plugin, then DRA, per size (``--rounds``
+times, alternating) and prints the ratios of each DRA run to the device-plugin run before it.
+
 Prints a summary per size and writes every number to ``--out`` (JSON).
 """
 
@@ -59,6 +66,9 @@ from benchstats import percentile
 from fabricsched.cluster import errors, processes, rest
 
 KINDS = ("single", "planned_member", "new_gang")
+DEVICE_PLUGIN, DRA = "device-plugin", "dra"
+MODES = {DEVICE_PLUGIN: (DEVICE_PLUGIN,), DRA: (DRA,), "both": (DEVICE_PLUGIN, DRA)}
+"""``--gpus``: the GPU kinds each size runs with, in this order."""
 PROBES = 21
 """Real pods for the probes after a restart (one per request)."""
 HEALTH_LABEL = "fabricsched.io/fabric-health"
@@ -68,13 +78,14 @@ TOPOLOGY_PATH = f"/apis/fabricsched.io/v1alpha1/fabrictopologies/{cl.TOPOLOGY}"
 class Operator:
     """``fabricsched run`` as a subprocess; ``ready_s`` is its start to ``/readyz`` 200."""
 
-    def __init__(self, kubeconfig: Path, log: Path, extender: str, health: str, profile: Path | None) -> None:
+    def __init__(self, kubeconfig: Path, log: Path, extender: str, health: str, profile: Path | None,
+                 extra: Sequence[str] = ()) -> None:
         self.health = f"http://{health}"
         profiling = ["-m", "cProfile", "-o", str(profile)] if profile is not None else []
         argv = [sys.executable, *profiling, "-m", "fabricsched.cli", "run", f"--kubeconfig={kubeconfig}",
                 f"--extender-address={extender}", f"--health-address={health}",
                 # The preemption phase runs one round per gang, back to back (default 6 a minute).
-                "--preemption-rate=600"]
+                "--preemption-rate=600", *extra]
         self.log = log
         self.log_start = len(log.read_text(errors="replace").splitlines()) if log.exists() else 0
         self.started = time.monotonic()
@@ -150,22 +161,24 @@ def summary(seconds: Sequence[float]) -> dict[str, float]:
 class Size:
     """One cluster size, start to end (``run``)."""
 
-    def __init__(self, nodes: int, args: argparse.Namespace, root: Path) -> None:
+    def __init__(self, nodes: int, args: argparse.Namespace, root: Path, gpus: str = DEVICE_PLUGIN) -> None:
         self.n = nodes
         self.args = args
-        self.root = root / f"n{nodes}"
+        self.dra = gpus == DRA
+        self.root = root / f"n{nodes}-{gpus}"
         # Held (bound) until the cluster is up: its own components pick free ports too, and
         # one of them once took the extender's port between this choice and its use.
         self._held = [_bound() for _ in range(3)]
         self.ports = [h.getsockname()[1] for h in self._held]
         self.extender = f"127.0.0.1:{self.ports[0]}"
-        self.result: dict[str, Any] = {"nodes": nodes}
+        self.result: dict[str, Any] = {"nodes": nodes, "gpus": gpus}
         self.names = [m["metadata"]["name"] for m in cl.node_manifests(nodes)]
 
     def run(self) -> dict[str, Any]:
         t0 = time.monotonic()
         try:
-            kubeconfig = cl.cluster_up(self.root, self.n, f"http://{self.extender}", self.args.timeout)
+            kubeconfig = cl.cluster_up(self.root, self.n, f"http://{self.extender}", self.args.timeout,
+                                       dra_gpus=self.dra)
         finally:
             for held in self._held:
                 held.close()
@@ -174,14 +187,21 @@ class Size:
         operator: Operator | None = None
         try:
             self.api = rest.Client.from_kubeconfig(kubeconfig, timeout=180)
-            cl.install(self.api, kubeconfig, self.args.timeout)
+            cl.install(self.api, kubeconfig, self.args.timeout, self.names, dra_gpus=self.dra)
             started = time.monotonic()
-            self.result["fill_pods"] = cl.fill(self.api, self.names, self.args.pods_per_node)
+            self.result["fill_pods"] = cl.fill(self.api, self.names, self.args.pods_per_node,
+                                               dra_gpus=self.dra)
             self.result["setup_s"] = round(time.monotonic() - t0, 1)
             print(f"    cluster with {self.n} nodes and {self.result['fill_pods']} pods in "
                   f"{self.result['setup_s']:.0f} s (pods {time.monotonic() - started:.0f} s)", flush=True)
             operator = self.start_operator(kubeconfig, "ready_s")
-            cl.wait_for("FabricTopology status counting every node", self.fabric_counted, self.args.timeout)
+            # A DRA node is a host once its slice is read and its GPUs are taken once the claims
+            # are read, neither of which readiness waits for.
+            cl.wait_for("FabricTopology status counting every node and fill GPU", self.fabric_counted,
+                        self.args.timeout, interval=0.1)
+            self.result["taken_s"] = round(time.monotonic() - operator.started, 2)
+            print(f"    in the status: every node {self.result['counted_s']:.2f} s, every fill pod's GPU "
+                  f"{self.result['taken_s']:.2f} s ({self.result['status_gpus']})", flush=True)
             self.us = wire.Caller(self.extender)
             self.them = wire.Caller(f"127.0.0.1:{self.ports[2]}")
             self.phase("reaction", self.reaction)  # first: the latency phase's plans fill leaves
@@ -225,7 +245,7 @@ class Size:
         profile = self.args.profile_operator
         stats = profile.with_suffix(f".{self.n}.{key}") if profile else None
         operator = Operator(kubeconfig, self.root / "fabricsched-run.log", self.extender,
-                            f"127.0.0.1:{self.ports[1]}", stats)
+                            f"127.0.0.1:{self.ports[1]}", stats, self.args.operator_arg)
         self.operator = operator
         self.result[key] = round(operator.wait_ready(self.args.timeout), 2)
         self.result[f"{key}_parts"] = parts = startup_parts(operator)
@@ -233,20 +253,29 @@ class Size:
         return operator
 
     def fabric_counted(self) -> bool:
+        """FabricTopology status counts every node (``counted_s``, from the start) and every
+        fill pod's GPU as taken (``taken_s``): only then do the phases see the cluster as it is."""
         status, body = self.api.request("GET", TOPOLOGY_PATH)
-        return status == 200 and (body.get("status") or {}).get("nodes") == self.n
+        found = body.get("status") or {} if status == 200 else {}
+        if found.get("nodes") == self.n and "counted_s" not in self.result:
+            self.result["counted_s"] = round(time.monotonic() - self.operator.started, 2)
+        gpus = self.result["status_gpus"] = found.get("gpus") or {}
+        taken = gpus.get("total", 0) - self.result["fill_pods"]
+        return "counted_s" in self.result and gpus.get("free") == taken
 
     # --- filter + prioritize --------------------------------------------------------------
 
     def latency(self) -> None:
         args = self.args
-        cl.namespace(self.api, "lat", args.timeout)
+        dra_gpus = self.dra
+        cl.namespace(self.api, "lat", args.timeout, dra_gpus)
         # The probes after the restart: real pods too (the extender refuses a pod the API
         # server does not hold), gated, one per request.
-        cl.namespace(self.api, "probe", args.timeout)
-        cl.create_pods(self.api, "probe", "p", PROBES * self.args.restarts, 1, "fabricsched")
-        cl.create_jobs(self.api, "lat", "g", args.requests, args.gang, args.gang_gpus, "fabricsched")
-        cl.create_pods(self.api, "lat", "s", args.requests, 1, "fabricsched")
+        cl.namespace(self.api, "probe", args.timeout, dra_gpus)
+        cl.create_pods(self.api, "probe", "p", PROBES * self.args.restarts, 1, "fabricsched", dra_gpus)
+        cl.create_jobs(self.api, "lat", "g", args.requests, args.gang, args.gang_gpus, "fabricsched",
+                       dra_gpus)
+        cl.create_pods(self.api, "lat", "s", args.requests, 1, "fabricsched", dra_gpus)
         wanted = args.requests * (args.gang + 1)
         found = cl.wait_for(f"{wanted} gated pods", lambda: (
             p if len(p := cl.pods(self.api, "lat")) >= wanted else None), args.timeout, interval=1.0)
@@ -303,12 +332,12 @@ class Size:
         """A planned gang member's node set down: the time until its answer moves it off (no
         gang uses a down host; a lone pod would still be sent there, by design), and until
         FabricTopology status lists the node."""
-        cl.namespace(self.api, "react", self.args.timeout)
+        cl.namespace(self.api, "react", self.args.timeout, self.dra)
         everything = self.pods_seen() + 2
         # Each pod takes a whole host's free GPUs, so the gang spans two hosts: moving one rank
         # off the down host then gives the gang a healthy path.
         gpus = max(1, 8 - self.args.pods_per_node)
-        cl.create_jobs(self.api, "react", "r", 1, 2, gpus, "fabricsched")
+        cl.create_jobs(self.api, "react", "r", 1, 2, gpus, "fabricsched", self.dra)
         gang = sorted(cl.wait_for("the reaction gang's pods", lambda: (
             p if len(p := cl.pods(self.api, "react")) >= 2 else None), self.args.timeout), key=_rank)
         cl.wait_for("its pods in fabricsched's state", lambda: self.pods_seen() >= everything, 60, 0.2)
@@ -384,9 +413,9 @@ class Size:
     def bind_round(self, scheduler: str) -> dict[str, Any]:
         """Gated gangs of 4 and 16 pods, released at once; the time until every pod is bound."""
         args = self.args
-        ns = cl.namespace(self.api, f"tp-{scheduler.split('-')[0]}", args.timeout)
-        cl.create_jobs(self.api, ns, "a", args.gangs_of_4, 4, args.throughput_gpus, scheduler)
-        cl.create_jobs(self.api, ns, "b", args.gangs_of_16, 16, args.throughput_gpus, scheduler)
+        ns = cl.namespace(self.api, f"tp-{scheduler.split('-')[0]}", args.timeout, self.dra)
+        cl.create_jobs(self.api, ns, "a", args.gangs_of_4, 4, args.throughput_gpus, scheduler, self.dra)
+        cl.create_jobs(self.api, ns, "b", args.gangs_of_16, 16, args.throughput_gpus, scheduler, self.dra)
         wanted = args.gangs_of_4 * 4 + args.gangs_of_16 * 16
 
         def gated() -> list[dict[str, Any]] | None:
@@ -442,7 +471,9 @@ def _sizes(text: str) -> list[int]:
 
 
 def show(r: dict[str, Any]) -> None:
-    print(f"  {r['nodes']} nodes, {r.get('fill_pods')} running GPU pods: ready {r.get('ready_s')} s, "
+    print(f"  {r['nodes']} nodes ({r.get('gpus')}), {r.get('fill_pods')} running GPU pods: "
+          f"ready {r.get('ready_s')} s, every node / fill GPU in the status {r.get('counted_s')} / "
+          f"{r.get('taken_s')} s, "
           f"after a restart {r.get('restart_ready_s')} s; peak RSS {r.get('peak_rss_mb')} MB; "
           f"reaction {r.get('reaction_s')}")
     latency = r.get("latency_ms") or {}
@@ -483,15 +514,25 @@ def main() -> int:
                         help="high-priority gangs, one after the other, each preempting (default 20)")
     parser.add_argument("--preemption-gang", type=int, default=16,
                         help="pods of each high-priority gang (default 16: one leaf)")
+    parser.add_argument("--gpus", choices=sorted(MODES), default=DEVICE_PLUGIN,
+                        help="GPUs from the device plugin's allocatable, through DRA (ResourceSlices "
+                             "and claims), or both, one after the other (default: %(default)s)")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="times each size runs (with --gpus both: device plugin, DRA, alternating)")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds for each wait")
     parser.add_argument("--dir", type=Path, help="work folder (default: a temporary one, removed)")
     parser.add_argument("--out", type=Path, help="write the results as JSON")
+    parser.add_argument("--operator-arg", action="append", default=[], metavar="ARG",
+                        help="one more argument for `fabricsched run` (repeat for several), e.g. "
+                             "--operator-arg=--preemption=off")
     parser.add_argument("--profile-operator", type=Path, metavar="FILE",
                         help="run fabricsched run under cProfile, stats to FILE.<nodes>.<phase>")
     args = parser.parse_args()
     if args.quick:
         args.nodes, args.requests, args.throughput_at, args.restarts = [500], 40, [500], 1
         args.gangs_of_4, args.gangs_of_16, args.throughput_rounds = 4, 1, 1
+    if DRA in MODES[args.gpus] and set(args.preemption_at) & set(args.nodes):
+        parser.error("the preemption phase has no DRA variant: add --preemption-at 0")
     try:
         cl.binaries.find()
     except errors.MissingBinaries as e:
@@ -501,12 +542,33 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="fabricsched-scale-") as tmp:
         root = args.dir or Path(tmp)
         for n in args.nodes:
-            print(f"{n} nodes:", flush=True)
-            results.append(Size(n, args, root).run())
-            show(results[-1])
-            if args.out:  # after every size: a later size that fails keeps the earlier ones
-                args.out.write_text(json.dumps({"args": _args(args), "results": results}, indent=2))
+            for turn in range(args.rounds):
+                for gpus in MODES[args.gpus]:
+                    load = round(os.getloadavg()[0], 2)  # other work on the machine, at the start
+                    print(f"{n} nodes, {gpus}, round {turn + 1}: load {load}", flush=True)
+                    results.append({**Size(n, args, root / f"round{turn + 1}", gpus).run(), "load": load})
+                    show(results[-1])
+                    if gpus == DRA and len(results) > 1 and results[-2]["gpus"] == DEVICE_PLUGIN:
+                        results[-1]["against_device_plugin"] = ratios(results[-1], results[-2])
+                        print(f"    DRA / device plugin: {results[-1]['against_device_plugin']}", flush=True)
+                    if args.out:  # after every run: a later one that fails keeps the earlier ones
+                        args.out.write_text(json.dumps({"args": _args(args), "results": results}, indent=2))
     return 0
+
+
+def ratios(dra: dict[str, Any], plugin: dict[str, Any]) -> dict[str, float | None]:
+    """A DRA run's times over the device-plugin run's (same size, same session): ready,
+    every node counted, and each kind's p99 of ours and of the pass-through."""
+    def ratio(a: float | None, b: float | None) -> float | None:
+        return round(a / b, 2) if a is not None and b else None
+
+    out = {key: ratio(dra.get(key), plugin.get(key)) for key in ("ready_s", "counted_s", "taken_s")}
+    for who in ("fabricsched", "passthrough"):
+        for kind in KINDS:
+            p99 = [((r.get("latency_ms") or {}).get(who) or {}).get(kind, {}).get("p99")
+                   for r in (dra, plugin)]
+            out[f"{who}_{kind}_p99"] = ratio(*p99)
+    return out
 
 
 def _args(args: argparse.Namespace) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from concurrent import futures
 from pathlib import Path
 from typing import Any
 
+import scale_dra as dra
 from fabricsched.cluster import binaries, kwok, rest, samples
 
 REPO = Path(__file__).resolve().parents[1]
@@ -44,21 +45,26 @@ def wait_for(what: str, check: Callable[[], Any], timeout: float, interval: floa
         time.sleep(interval)
 
 
-def node_manifests(count: int) -> list[dict[str, Any]]:
-    """The sample fabric: 8-GPU hosts, 16 per leaf, 16 leaves per spine, cut to ``count``."""
+def node_manifests(count: int, dra_gpus: bool = False) -> list[dict[str, Any]]:
+    """The sample fabric: 8-GPU hosts, 16 per leaf, 16 leaves per spine, cut to ``count``; with
+    ``dra_gpus``, no allocatable GPUs (they come from ResourceSlices)."""
     spines = math.ceil(count / (HOSTS_PER_LEAF * LEAVES_PER_SPINE))
-    return samples.sample_fabric(spines, LEAVES_PER_SPINE, HOSTS_PER_LEAF, gpus=8)[:count]
+    nodes = samples.sample_fabric(spines, LEAVES_PER_SPINE, HOSTS_PER_LEAF, gpus=8)[:count]
+    return [dra.without_allocatable(n, GPU) for n in nodes] if dra_gpus else nodes
 
 
-def cluster_up(directory: Path, count: int, extender_url: str, timeout: float) -> Path:
-    """``fabricsched cluster up`` with ``count`` sample nodes; returns the kubeconfig."""
+def cluster_up(directory: Path, count: int, extender_url: str, timeout: float,
+               dra_gpus: bool = False) -> Path:
+    """``fabricsched cluster up`` with ``count`` sample nodes; returns the kubeconfig. With
+    ``dra_gpus`` (``--dra``) the fabricsched scheduler lists no managedResources: claim-only pods
+    reach the extender."""
     directory.mkdir(parents=True, exist_ok=True)
     nodes_file = directory / "nodes.yaml"
     # JSON is YAML: written fast, and read by the same loader the command uses.
-    nodes_file.write_text(json.dumps(samples.node_list(node_manifests(count))))
+    nodes_file.write_text(json.dumps(samples.node_list(node_manifests(count, dra_gpus))))
     argv = [sys.executable, "-m", "fabricsched.cli", "cluster", "up", "--dir", str(directory / "cluster"),
             "--nodes", str(nodes_file), "--extender-url", extender_url, "--node-lease-seconds", "0",
-            "--timeout", str(timeout)]
+            "--timeout", str(timeout), *(["--dra"] if dra_gpus else [])]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout + 600,
                           env={**os.environ, "PYTHONUNBUFFERED": "1"})
     if done.returncode != 0:
@@ -72,8 +78,11 @@ def cluster_down(directory: Path) -> None:
                     str(directory / "cluster")], capture_output=True, timeout=120)
 
 
-def install(api: rest.Client, kubeconfig: Path, timeout: float) -> None:
-    """The CRDs and a FabricTopology over every sample node (no degraded links)."""
+def install(api: rest.Client, kubeconfig: Path, timeout: float, nodes: Sequence[str] = (),
+            dra_gpus: bool = False) -> None:
+    """The CRDs and a FabricTopology over every sample node (no degraded links); with
+    ``dra_gpus``, also the DeviceClass and a GPU ResourceSlice for each of ``nodes``, and the
+    topology reads GPUs from them (``spec.draGpus``)."""
     kubectl = [str(binaries.find().kubectl), f"--kubeconfig={kubeconfig}"]
     subprocess.run([*kubectl, "apply", "--server-side", "-f", str(REPO / "crds")],
                    check=True, capture_output=True, timeout=120)
@@ -81,17 +90,28 @@ def install(api: rest.Client, kubeconfig: Path, timeout: float) -> None:
         "GET", "/apis/fabricsched.io/v1alpha1/fabrictopologies")[0] == 200, timeout)
     topology = samples.demo_topology(TOPOLOGY)
     topology["spec"]["links"] = []
+    if dra_gpus:
+        dra.device_class(api)
+        each(lambda node: dra.publish(api, node), nodes)
+        topology = dra.topology(topology)
     api.call("POST", "/apis/fabricsched.io/v1alpha1/fabrictopologies", topology)
 
 
-def namespace(api: rest.Client, name: str, timeout: float) -> str:
+def namespace(api: rest.Client, name: str, timeout: float, dra_gpus: bool = False) -> str:
+    """Namespace ``name`` with its default ServiceAccount; with ``dra_gpus``, its GPU claim
+    templates."""
     api.call("POST", "/api/v1/namespaces", {"metadata": {"name": name}})
+    if dra_gpus:
+        dra.templates(api, name)
     account = f"/api/v1/namespaces/{name}/serviceaccounts/default"
     wait_for(f"ServiceAccount {name}/default", lambda: api.request("GET", account)[0] == 200, timeout)
     return name
 
 
-def pod_spec(scheduler: str, gpus: int, gated: bool = True, node: str | None = None) -> dict[str, Any]:
+def pod_spec(scheduler: str, gpus: int, gated: bool = True, node: str | None = None,
+             dra_gpus: bool = False, claim: str | None = None) -> dict[str, Any]:
+    """A pod asking for ``gpus`` GPUs: the device plugin's resource, or (``dra_gpus``) a claim
+    from the namespace's template, or the ResourceClaim ``claim``."""
     spec: dict[str, Any] = {
         "schedulerName": scheduler,
         "restartPolicy": "Never",
@@ -99,6 +119,8 @@ def pod_spec(scheduler: str, gpus: int, gated: bool = True, node: str | None = N
         "containers": [{"name": "c", "image": "bench:1",
                         "resources": {"requests": {GPU: str(gpus)}, "limits": {GPU: str(gpus)}}}],
     }
+    if dra_gpus:
+        dra.claiming(spec, gpus, claim)
     if gated:
         spec["schedulingGates"] = [{"name": GATE}]
     if node is not None:
@@ -106,17 +128,23 @@ def pod_spec(scheduler: str, gpus: int, gated: bool = True, node: str | None = N
     return spec
 
 
-def fill(api: rest.Client, node_names: Sequence[str], per_node: int) -> int:
-    """``per_node`` 1-GPU pods bound to every node by ``nodeName`` (no scheduler involved)."""
+def fill(api: rest.Client, node_names: Sequence[str], per_node: int, dra_gpus: bool = False) -> int:
+    """``per_node`` 1-GPU pods bound to every node by ``nodeName`` (no scheduler involved); with
+    ``dra_gpus``, each through a claim of its own, allocated one GPU of its node."""
     ns = "fill"
     api.call("POST", "/api/v1/namespaces", {"metadata": {"name": ns}})
     # Pods need the namespace's ServiceAccount only when they mount its token: they do not.
     def one(i: int) -> None:
-        node = node_names[i % len(node_names)]
-        body = {"metadata": {"name": f"f-{i:06d}"},
-                "spec": {**pod_spec("default-scheduler", 1, gated=False, node=node),
+        node, name = node_names[i % len(node_names)], f"f-{i:06d}"
+        if dra_gpus:
+            dra.fill_claim(api, ns, name)
+        body = {"metadata": {"name": name},
+                "spec": {**pod_spec("default-scheduler", 1, gated=False, node=node, dra_gpus=dra_gpus,
+                                    claim=name if dra_gpus else None),
                          "automountServiceAccountToken": False}}
-        api.call("POST", f"/api/v1/namespaces/{ns}/pods", body)
+        pod = api.call("POST", f"/api/v1/namespaces/{ns}/pods", body)
+        if dra_gpus:
+            dra.allocate(api, ns, pod, node, i // len(node_names))
     total = len(node_names) * per_node
     each(one, range(total))
     # kwok writes each pod's Running status after it is created: wait for those writes to end,
@@ -128,21 +156,24 @@ def fill(api: rest.Client, node_names: Sequence[str], per_node: int) -> int:
 
 
 def create_jobs(api: rest.Client, ns: str, prefix: str, count: int, size: int, gpus: int,
-                scheduler: str) -> None:
+                scheduler: str, dra_gpus: bool = False) -> None:
     """``count`` Indexed Jobs of ``size`` gated pods of ``gpus`` GPUs."""
     def one(i: int) -> None:
         body = {
             "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": f"{prefix}-{i:04d}"},
             "spec": {"parallelism": size, "completions": size, "completionMode": "Indexed",
-                     "backoffLimit": 0, "template": {"spec": pod_spec(scheduler, gpus)}},
+                     "backoffLimit": 0,
+                     "template": {"spec": pod_spec(scheduler, gpus, dra_gpus=dra_gpus)}},
         }
         api.call("POST", f"/apis/batch/v1/namespaces/{ns}/jobs", body)
     each(one, range(count))
 
 
-def create_pods(api: rest.Client, ns: str, prefix: str, count: int, gpus: int, scheduler: str) -> None:
+def create_pods(api: rest.Client, ns: str, prefix: str, count: int, gpus: int, scheduler: str,
+                dra_gpus: bool = False) -> None:
     def one(i: int) -> None:
-        body = {"metadata": {"name": f"{prefix}-{i:05d}"}, "spec": pod_spec(scheduler, gpus)}
+        body = {"metadata": {"name": f"{prefix}-{i:05d}"},
+                "spec": pod_spec(scheduler, gpus, dra_gpus=dra_gpus)}
         api.call("POST", f"/api/v1/namespaces/{ns}/pods", body)
     each(one, range(count))
 
