@@ -136,6 +136,8 @@ class PodUsage:
     """``spec.preemptionPolicy``: ``PreemptLowerPriority`` or ``Never``."""
     started_at: float | None = None
     """``status.startTime`` (seconds since the epoch): what its eviction would throw away."""
+    gated: bool = False
+    """``spec.schedulingGates`` is not empty: no scheduler looks at the pod until they are gone."""
     grace_s: int = DEFAULT_GRACE_S
     """How long it may take to terminate: ``metadata.deletionGracePeriodSeconds`` once it is
     being deleted, else ``spec.terminationGracePeriodSeconds`` (bounded by ``MAX_GRACE_S``)."""
@@ -173,6 +175,7 @@ class PodUsage:
                 for s in statuses
             ),
             pod_group=_pod_group(spec),
+            gated=bool(parsing.sequence(spec.get("schedulingGates"), "spec.schedulingGates")),
             claims=_claims(spec),
             priority=priority_of(spec.get("priority"), "spec.priority"),
             preemption_policy=policy_of(spec.get("preemptionPolicy"), "spec.preemptionPolicy"),

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 import builders
-from fabricsched.topology import quantities
+from fabricsched.topology import nodes, quantities
 
 
 @pytest.mark.parametrize(("text", "expected"), [
@@ -78,3 +78,11 @@ def test_pod_manifest_reads_owner_and_gang_metadata() -> None:
     assert usage.scheduler_name == "fabricsched"
     assert usage.namespace == "train"
     assert usage.node == "n1"
+
+
+def test_a_pod_with_scheduling_gates_is_gated() -> None:
+    body = {"metadata": {"name": "p", "namespace": "ns", "uid": "u"},
+            "spec": {"schedulingGates": [{"name": "example.com/hold"}]}, "status": {}}
+    assert nodes.PodUsage.from_manifest(body).gated
+    body["spec"] = {"schedulingGates": []}
+    assert not nodes.PodUsage.from_manifest(body).gated

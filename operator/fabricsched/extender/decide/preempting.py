@@ -148,14 +148,17 @@ class GangPreemption:
                 return
             if await self._consider(pod):
                 self._started.append(now)
+            # Each gang costs an engine run over the fabric: hand the loop back between them, so a
+            # /filter call waits for one gang's check, not for the whole sweep.
+            await asyncio.sleep(0)
 
     def _waiting_pods(self) -> list[nodes.PodUsage]:
         """One unbound pod per gang without a plan, highest priority first."""
         seen: set[ids.GangKey] = set()
         out = []
         for pod in self.state.pods.values():
-            if pod.node is not None or gangs.pod_ended(pod) or pod.terminating:
-                continue
+            if pod.node is not None or gangs.pod_ended(pod) or pod.terminating or pod.gated:
+                continue  # a gated pod is not looked at by the scheduler yet: nothing to clear room for
             if pod.scheduler_name != schedconfig.SCHEDULER_NAME or not any(pod.requests.values()):
                 continue
             key = self.owners.key(pod)
