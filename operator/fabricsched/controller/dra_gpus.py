@@ -29,6 +29,8 @@ class DraGpus:
         self.devices = devices
         self.claims = claims.ClaimIndex()
         self._counted_at = self.claims.version
+        self._naming: dict[claims.ObjectKey, set[tuple[str, str]]] = {}
+        """Claim -> the pods naming it in ``spec.resourceClaims`` (by name, not by template)."""
 
     def fabrics_of(self, topologies: Iterable[fabrics.TopologyFabric]) -> list[claims.DraFabric]:
         """The fabrics reading GPUs through DRA, with their NVLink (clique) tier if they have one."""
@@ -42,20 +44,32 @@ class DraGpus:
         """``pod`` with its claimed GPUs counted (unchanged when it has no claims)."""
         if not pod.claims and not any(k.startswith(claims.IMPLICIT_PREFIX) for k in pod.requests):
             return pod
+        for named in pod.claims:
+            if named.claim:
+                self._naming.setdefault((pod.namespace, named.claim), set()).add((pod.namespace, pod.name))
         fresh = replace(pod, claim_gpus={}, uncounted="")
         return claims.fold(fresh, self.fabrics_of(topologies), self.claims, CONSTRAINTS)
 
     def recount(self, pods: Mapping[tuple[str, str], k8s.PodUsage],
                 topologies: Iterable[fabrics.TopologyFabric]) -> dict[tuple[str, str], k8s.PodUsage]:
         """Pods whose count changed since the claim index last moved (templates, classes,
-        channels, claim specs, or a topology); empty when nothing moved."""
-        if self._counted_at == self.claims.version:
-            return {}
-        self._counted_at = self.claims.version
+        channels or a topology: every pod with claims; a claim's spec: the pods naming it);
+        empty when nothing moved. Claims come one event each, thousands at a start: re-counting
+        every pod for each would be quadratic."""
+        changed, self.claims.changed_claims = self.claims.changed_claims, set()
+        if self._counted_at != self.claims.version:
+            self._counted_at = self.claims.version
+            keys: Iterable[tuple[str, str]] = pods
+        else:
+            keys = {p for claim in changed for p in self._naming.get(claim, ())}
+            for claim in changed:
+                if claim not in self.claims.claims:
+                    self._naming.pop(claim, None)  # gone: its pods re-count once, below
         listed = list(topologies)
         moved = {}
-        for key, pod in pods.items():
-            if pod.claims:
+        for key in keys:
+            pod = pods.get(key)
+            if pod is not None and pod.claims:
                 again = self.count(pod, listed)
                 if again != pod:
                     moved[key] = again

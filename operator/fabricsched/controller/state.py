@@ -439,8 +439,11 @@ class ClusterState:
     def refresh_claims(self, touched: Collection[ids.NodeName]) -> None:
         """DRA claims moved: the free GPUs of ``touched`` nodes (allocations), and the counts
         of pods with claims (templates, classes, ComputeDomains)."""
-        for key, pod in self.dra.recount(self._pods, self._fabrics.values()).items():
+        moved = self.dra.recount(self._pods, self._fabrics.values())
+        for key, pod in moved.items():
             self._pods[key] = self._pods_by_namespace[key[0]][key] = pod
+        if not moved and not touched:
+            return  # a claim the counts do not read (from a template) and no allocation moved
         self.generation += 1
         self.usage_generation += 1
         self._refree(touched)

@@ -157,14 +157,17 @@ class ClaimIndex:
         self.channels: dict[ObjectKey, str] = {}
         """(namespace, channel template name) -> the ComputeDomain whose channel it is."""
         self.version = 0
-        """Bumped by every change of templates, claim specs, classes or channels (pods re-count)."""
+        """Bumped by every change of templates, classes or channels: every pod with claims re-counts."""
+        self.changed_claims: set[ObjectKey] = set()
+        """Claims whose spec changed since ``DraGpus.recount`` took them: only the pods naming
+        them re-count (a claim made from a template changes no count: the template's requests do)."""
 
     def set_claim(self, key: ObjectKey, requests: tuple[Request, ...],
                   allocation: Allocation | None) -> set[ids.NodeName]:
         """Add or replace a claim; returns the nodes whose taken devices changed."""
         if self.claims.get(key) != requests:
             self.claims[key] = requests
-            self.version += 1
+            self.changed_claims.add(key)
         old = self.allocations.get(key)
         if old == allocation:
             return set()
@@ -177,7 +180,7 @@ class ClaimIndex:
 
     def remove_claim(self, key: ObjectKey) -> set[ids.NodeName]:
         if self.claims.pop(key, None) is not None:
-            self.version += 1
+            self.changed_claims.add(key)
         old = self.allocations.get(key)
         self._unplace(key, old)
         return {old.node} if old is not None and old.node is not None else set()
