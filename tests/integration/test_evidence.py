@@ -219,7 +219,9 @@ def test_a_leaf_degradation_under_several_gangs_writes_each_once_and_one_event_p
         hosts = {"key": "kubernetes.io/hostname", "operator": "In", "values": [a, b]}
         affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
             "nodeSelectorTerms": [{"matchExpressions": [hosts]}]}}}
-        fabric.job(ns, name, pods=2, placement={"affinity": affinity})
+        # One GPU a pod: with 8 the gangs would congest the two leaves' uplinks among themselves
+        # (slowdown 1.5-2 over a floor of 1.0), and the locality wait holds the later ones.
+        fabric.job(ns, name, pods=2, gpus=1, placement={"affinity": affinity})
     for name in gangs:
         fabric.placed(ns, name, 2)
     wait_for("every gang Bound", lambda: all(
