@@ -101,3 +101,16 @@ def test_a_victim_that_never_ends_holds_the_domain_no_longer_than_its_grace_and_
     tick(h, 1)
     expired = h.book.get(entry.key)
     assert expired is not None and expired.phase == PlacementPhase.EXPIRED and expired.ranks == (None,)
+
+
+def test_the_sweep_passes_over_gated_pods() -> None:
+    # No scheduler looks at a gated pod: nothing is evicted for it (and no engine run each second).
+    h, _, preempter = preempting_harness()  # urgent has its plan: not waiting any more
+    assert preempter._waiting_pods() == []
+    gated = make_pod("gated", "other").gpus(8).priority(1000).scheduler("fabricsched").build()
+    gated["spec"]["schedulingGates"] = [{"name": "example.com/hold"}]
+    h.state.apply_pod(gated)
+    assert preempter._waiting_pods() == []
+    del gated["spec"]["schedulingGates"]
+    h.state.apply_pod(gated)
+    assert [p.name for p in preempter._waiting_pods()] == ["gated"]
