@@ -195,6 +195,10 @@ class PodUsage:
         """GPUs of ``resource`` the pod asks for: extended-resource requests and counted claims."""
         return self.requests.get(resource, 0) + self.claim_gpus.get(resource, 0)
 
+    def asks_gpus(self) -> bool:
+        """Any extended resource or counted DRA claim: what a GPU fabric may have to make room for."""
+        return any(self.requests.values()) or any(self.claim_gpus.values())
+
 
 def effective_requests(spec: Mapping[str, Any]) -> dict[str, int]:
     """Extended-resource requests of a pod spec, as the kube-scheduler accounts them.

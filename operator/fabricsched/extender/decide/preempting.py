@@ -159,9 +159,8 @@ class GangPreemption:
         for pod in self.state.pods.values():
             if pod.node is not None or gangs.pod_ended(pod) or pod.terminating or pod.gated:
                 continue  # a gated pod is not looked at by the scheduler yet: nothing to clear room for
-            if pod.scheduler_name != schedconfig.SCHEDULER_NAME or not (
-                    any(pod.requests.values()) or any(pod.claim_gpus.values())):
-                continue  # no GPUs asked for, by extended resource or by DRA claim
+            if pod.scheduler_name != schedconfig.SCHEDULER_NAME or not pod.asks_gpus():
+                continue
             key = self.owners.key(pod)
             if key in seen or self.book.get(key) is not None:
                 continue
