@@ -17,6 +17,7 @@ is then not held, as holding on a floor computed from a guess is worse than not 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -54,12 +55,27 @@ class _Test:
 
 
 def _compare(value: str | None, operator: str, bound: str) -> bool:
-    """``Gt``/``Lt``: both sides integers, else no match (as the kube-scheduler does)."""
-    try:
-        left, right = int(value or ""), int(bound)
-    except ValueError:
+    """``Gt``/``Lt``: both sides 64-bit integers, else no match (as the kube-scheduler does)."""
+    left, right = _int64(value), _int64(bound)
+    if left is None or right is None:
         return False
     return left > right if operator == "Gt" else left < right
+
+
+_INT64 = re.compile(r"[+-]?[0-9]{1,19}")
+_INT64_RANGE = range(-(2**63), 2**63)
+
+
+def _int64(text: str | None) -> int | None:
+    """The integer Go's ``strconv.ParseInt(text, 10, 64)`` reads, else None.
+
+    Why not ``int()``: it also takes non-ASCII digits, underscores and surrounding spaces, which
+    the kube-scheduler refuses; a node label written that way must not match here either.
+    """
+    if text is None or not _INT64.fullmatch(text):
+        return None
+    number = int(text)
+    return number if number in _INT64_RANGE else None
 
 
 @dataclass(frozen=True)

@@ -90,3 +90,28 @@ def test_selectors_and_required_affinity_pick_the_hosts(spec: dict[str, Any], ho
 )
 def test_constraints_that_cannot_be_read_are_unreadable(spec: dict[str, Any]) -> None:
     assert eligibility.of({"spec": spec}) is eligibility.UNREADABLE
+
+
+@pytest.mark.parametrize(
+    ("rack", "matches"),
+    [
+        ("7", True), ("+7", True), ("9223372036854775807", True),
+        # What Go's strconv.ParseInt(_, 10, 64) refuses, and the kube-scheduler with it, though
+        # Python's int() would read it: non-ASCII digits, underscores, spaces, out of int64.
+        ("\u0667", False), ("\uff17", False), ("1_0", False), (" 7", False), ("7\n", False),
+        ("9223372036854775808", False), ("9" * 4000, False), ("", False), ("0x10", False),
+    ],
+)
+def test_gt_reads_node_labels_as_the_kube_scheduler_does(rack: str, matches: bool) -> None:
+    node = ids.NodeName("n")
+    spec = {"affinity": required({"matchExpressions": [expr("rack", "Gt", "5")]})}
+    constraints = eligibility.of({"spec": spec})
+    assert constraints is not None
+    found = constraints.eligible([node], {node: nodes.NodeInfo(node, {"rack": rack})})
+    assert found == ({node} if matches else set())
+
+
+@pytest.mark.parametrize("bound", ["\u0665", "5_0", " 5", "99999999999999999999"])
+def test_a_bound_the_kube_scheduler_cannot_read_matches_no_node(bound: str) -> None:
+    # Unreadable bound: the pod's constraint is read, and no node passes it.
+    assert eligible({"affinity": required({"matchExpressions": [expr("rack", "Lt", bound)]})}) == set()
