@@ -17,13 +17,12 @@ is then not held, as holding on a floor computed from a guess is worse than not 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from fabricsched import ids
-from fabricsched.topology import nodes
+from fabricsched.topology import nodes, selectors
 
 _MAX_ITEMS = 64
 """Most selector entries, terms, expressions per term and values per expression read."""
@@ -35,47 +34,12 @@ _SET_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
 
 @dataclass(frozen=True)
 class _Test:
-    key: str
-    operator: str
-    values: tuple[str, ...]
+    requirement: selectors.Requirement
     field: bool = False
     """A ``matchFields`` test: ``metadata.name`` is the only field Kubernetes supports."""
 
     def matches(self, name: str, labels: Mapping[str, str]) -> bool:
-        value = name if self.field else labels.get(self.key)
-        if self.operator == "In":
-            return value is not None and value in self.values
-        if self.operator == "NotIn":
-            return value is None or value not in self.values
-        if self.operator == "Exists":
-            return value is not None
-        if self.operator == "DoesNotExist":
-            return value is None
-        return _compare(value, self.operator, self.values[0])
-
-
-def _compare(value: str | None, operator: str, bound: str) -> bool:
-    """``Gt``/``Lt``: both sides 64-bit integers, else no match (as the kube-scheduler does)."""
-    left, right = _int64(value), _int64(bound)
-    if left is None or right is None:
-        return False
-    return left > right if operator == "Gt" else left < right
-
-
-_INT64 = re.compile(r"[+-]?[0-9]{1,19}")
-_INT64_RANGE = range(-(2**63), 2**63)
-
-
-def _int64(text: str | None) -> int | None:
-    """The integer Go's ``strconv.ParseInt(text, 10, 64)`` reads, else None.
-
-    Why not ``int()``: it also takes non-ASCII digits, underscores and surrounding spaces, which
-    the kube-scheduler refuses; a node label written that way must not match here either.
-    """
-    if text is None or not _INT64.fullmatch(text):
-        return None
-    number = int(text)
-    return number if number in _INT64_RANGE else None
+        return self.requirement.admits(name if self.field else labels.get(self.requirement.key))
 
 
 @dataclass(frozen=True)
@@ -136,7 +100,7 @@ def _selector(raw: object) -> tuple[_Test, ...]:
         return ()
     if not isinstance(raw, Mapping) or len(raw) > _MAX_ITEMS:
         raise _Unreadable
-    return tuple(_Test(_text(k), "In", (_text(v),)) for k, v in sorted(raw.items()))
+    return tuple(_test(_text(k), "In", (_text(v),)) for k, v in sorted(raw.items()))
 
 
 def _terms(affinity: object) -> tuple[tuple[_Test, ...], ...] | None:
@@ -171,7 +135,11 @@ def _expression(raw: Mapping[str, Any], field: bool) -> _Test:
         raise _Unreadable
     if operator in ("Gt", "Lt") and len(values) != 1:
         raise _Unreadable
-    return _Test(key, str(operator), values, field)
+    return _test(key, str(operator), values, field)
+
+
+def _test(key: str, operator: str, values: tuple[str, ...], field: bool = False) -> _Test:
+    return _Test(selectors.Requirement(key, operator, frozenset(values)), field)
 
 
 def _mapping(raw: object) -> Mapping[str, Any]:
