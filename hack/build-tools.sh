@@ -145,8 +145,17 @@ build_set training-operator "$training_version" training-operator "-s -w" \
 copy_from_module training-operator github.com/kubeflow/training-operator \
   "$BIN_DIR/training-operator-$training_version" manifests/base/webhook/manifests.yaml
 
-# The CRDs of the training workloads the integration tests create (no controller runs for
-# them: the tests make the pods as each controller does). Each is copied from its Go module at
+# The Kubeflow Trainer v2 controller manager (TrainJob -> JobSet). Its set keeps its webhook
+# manifest; its three CRDs are among the CRDs below (the same pin).
+trainer_version="$(module_version trainer github.com/kubeflow/trainer/v2)"
+build_set trainer "$trainer_version" trainer "-s -w" \
+  trainer=github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager
+copy_from_module trainer github.com/kubeflow/trainer/v2 "$BIN_DIR/trainer-$trainer_version" \
+  manifests/base/webhook/manifests.yaml
+
+# The CRDs of the training workloads the integration tests create (test_workloads.py makes
+# their pods as each controller does; the real-controller tests install them before starting
+# the controller, the trainer's all three). Each is copied from its Go module at
 # the pin below into a folder named after the module and version. LeaderWorkerSet is pinned at
 # v0.9.0, the newest sigs.k8s.io/lws release the Go module proxy serves (it refuses v0.10.0).
 # `go mod download` runs outside any module here, so nothing else is resolved.
@@ -155,6 +164,7 @@ crd_modules=(
   "github.com/kubeflow/mpi-operator v0.8.0 manifests/base/kubeflow.org_mpijobs.yaml"
   "github.com/kubeflow/trainer/v2 v2.3.0 manifests/base/crds/trainer.kubeflow.org_trainjobs.yaml"
   "github.com/kubeflow/trainer/v2 v2.3.0 manifests/base/crds/trainer.kubeflow.org_trainingruntimes.yaml"
+  "github.com/kubeflow/trainer/v2 v2.3.0 manifests/base/crds/trainer.kubeflow.org_clustertrainingruntimes.yaml"
   "sigs.k8s.io/lws v0.9.0 config/crd/bases/leaderworkerset.x-k8s.io_leaderworkersets.yaml"
 )
 for entry in "${crd_modules[@]}"; do
