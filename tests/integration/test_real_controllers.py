@@ -17,21 +17,33 @@ other ranks keep running and the new pod is placed back in the gang's leaf.
 MPIJob ``v2beta1`` (the MPI operator): 4 workers of 8 GPUs are one gang in the healthy leaf,
 ranked by replica index; the launcher (a pod of the Job ``<name>-launcher``, no GPU) is bound by
 the fabricsched profile outside the gang.
+
+TrainJob (Kubeflow Trainer v2, trainerkit.py, with the JobSet controller): a ClusterTrainingRuntime
+in the torch-distributed shape (numNodes 4, the node pod asking 8 GPUs, scheduled by fabricsched)
+and a TrainJob of it. The trainer makes a JobSet named after the TrainJob (one replicated Job
+``node``, parallelism 4); its 4 pods are one gang in the healthy leaf, ranked by completion
+index. When one pod fails, its Job fails (``backoffLimit: 0``) and the JobSet's failure policy
+recreates every Job: the 4 new pods are placed again as one gang in the old (still the only
+healthy) leaf. The restart ends every old pod, which releases the plan: the new group is planned
+afresh, so with every leaf free it takes the first that fits, not necessarily its old one.
+The shipped TrainJob example runs under the real trainer as one gang too.
 """
 
 from __future__ import annotations
 
 import functools
+import subprocess
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import controllerkit
 import kubeflowkit
 import pytest
-from harness import Fabric, trainer_spec
+import trainerkit
+from harness import REPO, Fabric, trainer_spec
 from waiting import wait_for
 
-from fabricsched.cluster import kwok, rest
+from fabricsched.cluster import jobset, kwok, rest
 
 pytestmark = pytest.mark.integration
 
@@ -65,6 +77,21 @@ def mpi_operator(fabric: Fabric) -> Iterator[controllerkit.Controller]:
         yield controller
     finally:
         controller.stop()
+
+
+@pytest.fixture(scope="module")
+def trainer(fabric: Fabric) -> Iterator[controllerkit.Controller]:
+    """The trainer controller manager, after the JobSet controller (its CRD first; it makes the
+    Jobs of the trainer's JobSets)."""
+    jobsets = jobset.start(fabric.plane)
+    try:
+        controller = trainerkit.start_trainer(fabric.plane)
+        try:
+            yield controller
+        finally:
+            controller.stop()
+    finally:
+        jobsets.stop()
 
 
 @pytest.fixture
@@ -320,3 +347,103 @@ def test_an_mpijob_running_its_launcher_as_a_worker_places_its_gpu_launcher_apar
     alone = {"spec": alone}
     assert alone["spec"]["size"] == 1
     assert [r["node"] for r in alone["spec"]["ranks"]] == [launcher["spec"]["nodeName"]]
+
+
+# --- Kubeflow Trainer v2 ------------------------------------------------------------------
+
+JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
+COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+
+
+@pytest.fixture(scope="module")
+def torch_runtime(fabric: Fabric, trainer: controllerkit.Controller) -> Iterator[str]:
+    """A ClusterTrainingRuntime shaped like the trainer's torch-distributed one: 4 nodes of 8
+    GPUs scheduled by fabricsched; a failed pod fails its Job, and the JobSet restarts once."""
+    spec = trainer_spec(8)
+    spec["containers"][0]["name"] = "node"  # the trainer's node container (its constants.Node)
+    name = "fabricsched-torch"
+    path = f"{trainerkit.TRAINER_API}/clustertrainingruntimes"
+    fabric.api.call("POST", path, {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "ClusterTrainingRuntime",
+        "metadata": {"name": name, "labels": {"trainer.kubeflow.org/framework": "torch"}},
+        "spec": {"mlPolicy": {"numNodes": 4, "torch": {}}, "template": {"spec": {
+            "failurePolicy": {"maxRestarts": 1},
+            "replicatedJobs": [{"name": "node", "template": {
+                "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
+                "spec": {"backoffLimit": 0, "template": {"spec": spec}}}}]}}}})
+    try:
+        yield name
+    finally:
+        fabric.api.request("DELETE", f"{path}/{name}")
+
+
+def train(fabric: Fabric, ns: str, runtime: str, name: str) -> None:
+    """TrainJob ``name`` of ``runtime`` on 4 nodes (a ``trainer`` section: the torch plugin then
+    sets PyTorch's ``PET_*`` environment on the node container)."""
+    fabric.api.call("POST", f"{trainerkit.TRAINER_API}/namespaces/{ns}/trainjobs", {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": {"name": name},
+        "spec": {"runtimeRef": {"apiGroup": "trainer.kubeflow.org", "kind": "ClusterTrainingRuntime",
+                                "name": runtime}, "trainer": {"numNodes": 4}}})
+
+
+def node_rank(name: str) -> Callable[[dict[str, Any]], int | None]:
+    """The rank of a pod of TrainJob ``name``: its completion index in the JobSet's one Job."""
+    def rank(pod: dict[str, Any]) -> int | None:
+        index = labels(pod).get(COMPLETION_INDEX)
+        return None if labels(pod).get(JOBSET_NAME) != name or index is None else int(index)
+    return rank
+
+
+def test_a_trainjob_of_the_real_trainer_lands_as_one_gang_in_the_healthy_leaf(
+    fabric: Fabric, ns: str, torch_runtime: str, degrade: Callable[[list[str]], None],
+) -> None:
+    healthy, degraded = all_but_one_leaf_degraded(fabric, degrade)
+    train(fabric, ns, torch_runtime, "finetune")
+    pods = ranked(fabric, ns, 4, node_rank("finetune"))
+    assert_in_healthy_leaf(fabric, ns, "finetune", pods, healthy, degraded)
+    made = fabric.api.call("GET", f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{ns}/jobsets/finetune")
+    assert made["metadata"]["ownerReferences"][0]["kind"] == "TrainJob"
+    assert all(p["spec"]["schedulerName"] == "fabricsched" for p in pods.values())
+    env = {e["name"]: e.get("value") for e in pods[0]["spec"]["containers"][0].get("env") or ()}
+    assert env.get("PET_NNODES") == "4", env  # the real trainer's torch plugin made these pods
+
+
+def test_a_failed_trainjob_pod_restarts_the_whole_group_and_it_lands_whole_again_in_the_healthy_leaf(
+    fabric: Fabric, ns: str, torch_runtime: str, degrade: Callable[[list[str]], None],
+) -> None:
+    healthy, degraded = all_but_one_leaf_degraded(fabric, degrade)
+    train(fabric, ns, torch_runtime, "resume")
+    before = ranked(fabric, ns, 4, node_rank("resume"))
+    assert_in_healthy_leaf(fabric, ns, "resume", before, healthy, degraded)
+    old = {p["metadata"]["uid"] for p in before.values()}
+
+    # Rank 2 exits 1 (written as a kubelet reports it: kwok never fails a pod by itself). Its
+    # Job fails (backoffLimit 0); the JobSet's failure policy deletes and makes every Job again.
+    # Once every old pod ended the gang's plan is released (the JobSet keeps its UID, so the new
+    # pods are the same gang, planned again): the group must land whole in the healthy leaf again.
+    fail(fabric, ns, before[2])
+
+    def recreated() -> bool:
+        live = [p for p in fabric.pods(ns) if labels(p).get(JOBSET_NAME) == "resume"
+                and not p["metadata"].get("deletionTimestamp")
+                and p["status"].get("phase") not in ("Failed", "Succeeded")]
+        return len(live) == 4 and not {p["metadata"]["uid"] for p in live} & old
+    wait_for("the group recreated as a whole", recreated, timeout=120)
+    after = ranked(fabric, ns, 4, node_rank("resume"))
+    assert all(labels(p).get("jobset.sigs.k8s.io/restart-attempt") == "1" for p in after.values())
+    assert_in_healthy_leaf(fabric, ns, "resume", after, healthy, degraded)
+
+
+def test_the_trainjob_example_runs_as_one_gang_under_the_real_trainer(
+    fabric: Fabric, ns: str, trainer: controllerkit.Controller,
+) -> None:
+    # examples/workloads/trainjob.yaml: a namespaced TrainingRuntime of 1 node, the TrainJob
+    # asking 4 nodes of 8 GPUs (resourcesPerNode, limits only).
+    example = REPO / "examples" / "workloads" / "trainjob.yaml"
+    subprocess.run([str(fabric.plane.binaries.kubectl), f"--kubeconfig={fabric.plane.kubeconfig}", "apply",
+                    "-n", ns, "-f", str(example)], check=True, capture_output=True, timeout=60)
+    pods = ranked(fabric, ns, 4, node_rank("finetune"))
+    nodes = [p["spec"]["nodeName"] for p in pods.values()]
+    assert len(set(nodes)) == 4 and len({fabric.leaf_of[n] for n in nodes}) == 1, nodes
+    placement = fabric.api.call("GET", PLACEMENTS.format(ns=ns) + "/finetune")
+    assert placement["spec"]["size"] == 4 and [r["node"] for r in placement["spec"]["ranks"]] == nodes
