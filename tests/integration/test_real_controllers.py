@@ -394,13 +394,22 @@ def node_rank(name: str) -> Callable[[dict[str, Any]], int | None]:
     return rank
 
 
+def trained_in_the_healthy_leaf(
+    fabric: Fabric, ns: str, runtime: str, name: str, degrade: Callable[[list[str]], None],
+) -> tuple[dict[int, dict[str, Any]], str, list[str]]:
+    """TrainJob ``name`` of ``runtime`` with one leaf healthy: its 4 ranked pods, asserted there,
+    and the healthy and degraded sides (``all_but_one_leaf_degraded``)."""
+    healthy, degraded = all_but_one_leaf_degraded(fabric, degrade)
+    train(fabric, ns, runtime, name)
+    pods = ranked(fabric, ns, 4, node_rank(name))
+    assert_in_healthy_leaf(fabric, ns, name, pods, healthy, degraded)
+    return pods, healthy, degraded
+
+
 def test_a_trainjob_of_the_real_trainer_lands_as_one_gang_in_the_healthy_leaf(
     fabric: Fabric, ns: str, torch_runtime: str, degrade: Callable[[list[str]], None],
 ) -> None:
-    healthy, degraded = all_but_one_leaf_degraded(fabric, degrade)
-    train(fabric, ns, torch_runtime, "finetune")
-    pods = ranked(fabric, ns, 4, node_rank("finetune"))
-    assert_in_healthy_leaf(fabric, ns, "finetune", pods, healthy, degraded)
+    pods, _, _ = trained_in_the_healthy_leaf(fabric, ns, torch_runtime, "finetune", degrade)
     made = fabric.api.call("GET", f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{ns}/jobsets/finetune")
     assert made["metadata"]["ownerReferences"][0]["kind"] == "TrainJob"
     assert all(p["spec"]["schedulerName"] == "fabricsched" for p in pods.values())
@@ -411,10 +420,7 @@ def test_a_trainjob_of_the_real_trainer_lands_as_one_gang_in_the_healthy_leaf(
 def test_a_failed_trainjob_pod_restarts_the_whole_group_and_it_lands_whole_again_in_the_healthy_leaf(
     fabric: Fabric, ns: str, torch_runtime: str, degrade: Callable[[list[str]], None],
 ) -> None:
-    healthy, degraded = all_but_one_leaf_degraded(fabric, degrade)
-    train(fabric, ns, torch_runtime, "resume")
-    before = ranked(fabric, ns, 4, node_rank("resume"))
-    assert_in_healthy_leaf(fabric, ns, "resume", before, healthy, degraded)
+    before, healthy, degraded = trained_in_the_healthy_leaf(fabric, ns, torch_runtime, "resume", degrade)
     old = {p["metadata"]["uid"] for p in before.values()}
 
     # Rank 2 exits 1 (written as a kubelet reports it: kwok never fails a pod by itself). Its
