@@ -11,7 +11,9 @@ request, without the socket: the body parsed by the wire model, ``Coordinator.fi
 answer encoded, and ``prioritize`` (with the names passed) when more than one node passed. The
 calls come in the scale bench's order: single i, the first pod of gang i (it makes the plan),
 then gang i's other pods (planned members) until ``--requests`` of them were asked; no pod
-binds, so the plans pile up as they do there.
+binds, so the plans pile up as they do there. The process's clock moves ``--step`` seconds per
+call, and the service's housekeeping runs every second of it, timed apart (``housekeeping``:
+what a call arriving meanwhile waits for).
 
 ``--rounds`` builds the cluster anew each round (all rounds' calls are pooled per kind)
 and prints p50/p99/mean per kind in ms, of wall time and of the calling thread's CPU time
@@ -160,11 +162,13 @@ class Cluster:
     bench's objects."""
 
     def __init__(self, size: int, pods_per_node: int, requests: int, gang: int) -> None:
-        created = _stamp(time.time())
+        self.now = time.time()
+        """The process's clock: moved on by the bench, each call as long as in the scale bench."""
+        created = _stamp(self.now)
         spines = math.ceil(size / (HOSTS_PER_LEAF * LEAVES_PER_SPINE))
         manifests = samples.sample_fabric(spines, LEAVES_PER_SPINE, HOSTS_PER_LEAF, gpus=8)[:size]
         self.names = [m["metadata"]["name"] for m in manifests]
-        self.state = cluster_state.ClusterState(time.time)
+        self.state = cluster_state.ClusterState(self.clock)
         for manifest in manifests:
             self.state.apply_node(manifest)
         topology = samples.demo_topology(TOPOLOGY)
@@ -175,7 +179,7 @@ class Cluster:
             self.state.apply_pod(fill_pod(i, self.names[i % size], created))
         self.state.mark_synced()
         self.service = service.Service(
-            self.state, NullStore(), None, NullRecorder(), time.time, service.ServiceOptions(), pods=NoPods()
+            self.state, NullStore(), None, NullRecorder(), self.clock, service.ServiceOptions(), pods=NoPods()
         )
         self.coordinator = self.service.coordinator
         self.state.subscribe(self.coordinator.on_change)
@@ -186,6 +190,9 @@ class Cluster:
             self.gangs.append([job_pod(i, r, created) for r in range(gang)])
         for manifest in [*self.singles, *(p for g in self.gangs for p in g)]:
             self.state.apply_pod(manifest)
+
+    def clock(self) -> float:
+        return self.now
 
     async def start(self) -> None:
         restore = self.coordinator.restore
@@ -228,7 +235,15 @@ async def one_round(
     gc.collect()
     gc.freeze()  # the setup is long-lived, as in a running process
     problems = dict.fromkeys(KINDS, 0)
+    tick = cluster.now
     for kind, pod in cluster.calls(args.requests):
+        cluster.now += args.step
+        if cluster.now - tick >= 1.0:  # the service's housekeeping, every second on the loop
+            tick = cluster.now
+            started, cpu = time.perf_counter(), time.thread_time()
+            cluster.coordinator.housekeeping()
+            timed["housekeeping"].append(time.perf_counter() - started)
+            timed["housekeeping cpu"].append(time.thread_time() - cpu)
         body = json.dumps({"Pod": pod, "NodeNames": cluster.names}).encode()
         profiled = profiler is not None and kind == args.profile
         if profiled:
@@ -250,7 +265,8 @@ async def one_round(
 
 
 async def run(args: argparse.Namespace) -> None:
-    timed: dict[str, list[float]] = {k: [] for kind in KINDS for k in (kind, f"{kind} cpu")}
+    kinds = (*KINDS, "housekeeping")
+    timed: dict[str, list[float]] = {k: [] for kind in kinds for k in (kind, f"{kind} cpu")}
     profiler = cProfile.Profile() if args.profile else None
     answers: list[str] = []
     for _ in range(args.rounds):
@@ -282,6 +298,9 @@ def main() -> None:
                         help="running 1-GPU pods per node (default 5)")
     parser.add_argument("--requests", type=int, default=300, help="single pods, and gangs (default 300)")
     parser.add_argument("--gang", type=int, default=4, help="pods per gang (default 4)")
+    parser.add_argument("--step", type=float, default=0.06,
+                        help="seconds the clock moves per call (default 0.06: the scale bench's pace, "
+                        "both servers)")
     parser.add_argument("--rounds", type=int, default=1, help="fresh clusters, calls pooled (default 1)")
     parser.add_argument("--profile", choices=KINDS, help="print a cProfile of this kind's calls instead")
     parser.add_argument("--answers", help="write each call's pod and answer to this file (to compare trees)")
