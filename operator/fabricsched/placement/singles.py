@@ -63,12 +63,16 @@ def pick(
         rooms = slots.up_the_tree(index, start.leaf_sums([n // start.gpus_per_pod for n in free]))
 
     spoilt = {index.leaf_of[n] for n in degraded if free[index.position[n]] >= need}
+    above: dict[DomainKey | None, tuple[int, ...]] = {}  # by parent: its leaves share what is above
 
     def fit(leaf: DomainKey) -> tuple[tuple[int, ...], int, bool, bool, str]:
         # Best fit top down: the tightest top-tier domain, ..., the tightest leaf; on a tie the
         # most room left whole: a partly used leaf, then one with a degraded host that holds it.
-        return (slots.ancestors(index, rooms, leaf), rooms[leaf], leaf not in partly, leaf not in spoilt,
-                leaf[1])
+        parent = index.parent.get(leaf)
+        rooms_above = above.get(parent)
+        if rooms_above is None:
+            rooms_above = above[parent] = slots.ancestors(index, rooms, leaf)
+        return rooms_above, rooms[leaf], leaf not in partly, leaf not in spoilt, leaf[1]
 
     # A single pod keeps out of whole hosts and whole leaves while partly used ones have room
     # (rule 3); a multi-pod gang on one host is best fit first (rule 2).
