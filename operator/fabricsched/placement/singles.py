@@ -15,6 +15,7 @@ which leaves have a host with room is one C-level ``max`` over each leaf's slice
 
 from __future__ import annotations
 
+import itertools
 import operator
 from collections.abc import Set
 
@@ -77,10 +78,11 @@ def pick(
     # A single pod keeps out of whole hosts and whole leaves while partly used ones have room
     # (rule 3); a multi-pod gang on one host is best fit first (rule 2).
     if pods == 1:
-        used = list(map(operator.lt, free, index.host_gpus))
-        partly_hosts = [leaf for leaf in fits if leaf in partly and any(
-            f >= need and u for f, u in zip(free[spans[leaf][0]:spans[leaf][1]],
-                                            used[spans[leaf][0]:spans[leaf][1]], strict=True))]
+        # Per host, in C: room for the pod on a host already partly used (need <= free < all).
+        room_used = list(map(operator.and_, map(operator.le, itertools.repeat(need), free),
+                             map(operator.lt, free, index.host_gpus)))
+        partly_hosts = [leaf for leaf in fits
+                        if leaf in partly and any(room_used[spans[leaf][0]:spans[leaf][1]])]
         groups = [(partly_hosts, True), ([leaf for leaf in fits if leaf in partly], False),
                   ([leaf for leaf in fits if leaf not in partly], False)]
     else:
