@@ -6,6 +6,8 @@ tracking, admission and restore, the cluster state's records and the fabric page
 
 from __future__ import annotations
 
+from typing import cast
+
 from fabricsched import ids, parsing
 from fabricsched.gangs import constraints, identity, owners
 from fabricsched.gangs.sources import SOURCES, Membership, Resolution, Source, SourceKind, Unsized
@@ -18,10 +20,21 @@ def source_of(pod: nodes.PodUsage, lookup: owners.OwnerLookup) -> Source:
     return next(s for s in SOURCES if s.claims(pod, lookup))
 
 
+_KEY = "gang-key"
+
+
 def key_of(pod: nodes.PodUsage, lookup: owners.OwnerLookup) -> ids.GangKey:
     """The gang key of any pod, from its labels, owner reference and PodGroup name alone (and a
-    PodGroup's policy, so a basic one falls through), never from the owner's size."""
-    return source_of(pod, lookup).ref(pod).key
+    PodGroup's policy, so a basic one falls through), never from the owner's size.
+
+    Without a PodGroup name the lookup decides nothing, so the key is kept on the pod's record:
+    the loops over a namespace's pods (admission, bind tracking) compute it once per pod change."""
+    if pod.pod_group:
+        return source_of(pod, lookup).ref(pod).key  # the PodGroup's policy may change: never kept
+    kept = pod.derived.get(_KEY)
+    if kept is None:
+        kept = pod.derived[_KEY] = source_of(pod, lookup).ref(pod).key
+    return cast(ids.GangKey, kept)
 
 
 def resolve(pod: nodes.PodUsage, lookup: owners.OwnerLookup,

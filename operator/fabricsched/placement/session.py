@@ -15,7 +15,9 @@ Pure: no clock (waits are passed in), no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+import operator
+from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import TypeVar
 
 from fabricsched import ids
 from fabricsched.placement import capacity, patience, placing, request, snapshot
@@ -25,19 +27,24 @@ DomainKey = fabric.DomainKey
 
 _DEFAULT_OPTIONS = request.PlacementOptions()
 
+Version = TypeVar("Version")
+
 
 class Running:
     """The traffic of the gangs running now, kept by gang key.
 
     ``start`` and ``end`` update ``traffic`` in place, in the order they come (the simulator's
-    incremental model); ``demand_of`` keeps each gang's demand so a caller that rebuilds the
-    traffic from a list of gangs (the extender, from its book) does not recount their pods.
+    incremental model); ``demand_of`` keeps each gang's demand and ``summed`` the last sum, so
+    a caller that rebuilds the traffic from a list of gangs (the extender, from its book) does
+    not recount their pods, nor add again the demands it added on its last call.
     """
 
     def __init__(self) -> None:
         self.traffic = capacity.Traffic()
         self._gangs: dict[ids.GangKey, tuple[Sequence[ids.NodeName], int, capacity.Pattern]] = {}
         self._demands: dict[ids.GangKey, tuple[object, fabric.Fabric, dict[DomainKey, float]]] = {}
+        self._sum: tuple[fabric.Fabric, list[object], dict[DomainKey, float]] | None = None
+        """The last ``summed``: its fabric, its gangs' records in order, and their sum."""
 
     def start(self, key: ids.GangKey, fab: fabric.Fabric, ranks: Sequence[ids.NodeName],
               gpus_per_pod: int, pattern: capacity.Pattern = capacity.ALL_TO_ALL) -> None:
@@ -50,21 +57,45 @@ class Running:
         self.traffic.remove(fab, ranks, gpus_per_pod, pattern)
 
     def demand_of(self, key: ids.GangKey, version: object, fab: fabric.Fabric,
-                  nodes: Sequence[ids.NodeName], gpus_per_pod: int,
+                  nodes: Callable[[], Sequence[ids.NodeName]], gpus_per_pod: int,
                   pattern: capacity.Pattern = capacity.ALL_TO_ALL) -> dict[DomainKey, float]:
-        """``capacity.gang_demand`` of a placed gang, kept while ``version`` (an immutable record
-        of its placement) and ``fab`` are the same objects."""
+        """``capacity.gang_demand`` of a placed gang on ``nodes()`` (read only when not kept),
+        kept while ``version`` (an immutable record of its placement) and ``fab`` are the same
+        objects."""
         kept = self._demands.get(key)
         if kept is not None and kept[0] is version and kept[1] is fab:
             return kept[2]
-        demand = capacity.gang_demand(fab, nodes, gpus_per_pod, pattern) if len(nodes) > 1 else {}
+        placed = nodes()
+        demand = capacity.gang_demand(fab, placed, gpus_per_pod, pattern) if len(placed) > 1 else {}
         self._demands[key] = (version, fab, demand)
         return demand
 
-    def prune_demands(self, live: Collection[ids.GangKey]) -> None:
-        """Forget the kept demands of gangs not in ``live`` (released gangs)."""
-        if len(self._demands) > 2 * len(live) + 16:
-            self._demands = {k: v for k, v in self._demands.items() if k in live}
+    def summed(self, fab: fabric.Fabric, versions: Sequence[Version],
+               demand: Callable[[Version], Mapping[DomainKey, float]]) -> capacity.Traffic:
+        """The traffic of the placed gangs whose records (immutable, one per gang) are
+        ``versions``: ``demand`` of each added in this order.
+
+        When the last call's records on the same ``fab`` are the first of these, its sum is
+        carried on instead of added up again: the same additions in the same order, so the same
+        floats, and a call that comes with one gang more adds one demand."""
+        start, load = 0, {}
+        kept = self._sum
+        if kept is not None and kept[0] is fab and len(kept[1]) <= len(versions) and all(
+            map(operator.is_, kept[1], versions)
+        ):
+            start, load = len(kept[1]), dict(kept[2])
+        total = capacity.Traffic(load)
+        for version in versions[start:]:
+            total.add_demand(demand(version))
+        self._sum = (fab, list(versions), dict(total.load))
+        return total
+
+    def prune_demands(self, count: int, live: Callable[[], Collection[ids.GangKey]]) -> None:
+        """Forget the kept demands of gangs not in ``live()`` (released gangs), once more than
+        twice the ``count`` of live gangs are kept."""
+        if len(self._demands) > 2 * count + 16:
+            alive = live()
+            self._demands = {k: v for k, v in self._demands.items() if k in alive}
 
 
 class Session:

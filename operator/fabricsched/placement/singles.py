@@ -15,6 +15,7 @@ which leaves have a host with room is one C-level ``max`` over each leaf's slice
 
 from __future__ import annotations
 
+import itertools
 import operator
 from collections.abc import Set
 
@@ -63,20 +64,25 @@ def pick(
         rooms = slots.up_the_tree(index, start.leaf_sums([n // start.gpus_per_pod for n in free]))
 
     spoilt = {index.leaf_of[n] for n in degraded if free[index.position[n]] >= need}
+    above: dict[DomainKey | None, tuple[int, ...]] = {}  # by parent: its leaves share what is above
 
     def fit(leaf: DomainKey) -> tuple[tuple[int, ...], int, bool, bool, str]:
         # Best fit top down: the tightest top-tier domain, ..., the tightest leaf; on a tie the
         # most room left whole: a partly used leaf, then one with a degraded host that holds it.
-        return (slots.ancestors(index, rooms, leaf), rooms[leaf], leaf not in partly, leaf not in spoilt,
-                leaf[1])
+        parent = index.parent.get(leaf)
+        rooms_above = above.get(parent)
+        if rooms_above is None:
+            rooms_above = above[parent] = slots.ancestors(index, rooms, leaf)
+        return rooms_above, rooms[leaf], leaf not in partly, leaf not in spoilt, leaf[1]
 
     # A single pod keeps out of whole hosts and whole leaves while partly used ones have room
     # (rule 3); a multi-pod gang on one host is best fit first (rule 2).
     if pods == 1:
-        used = list(map(operator.lt, free, index.host_gpus))
-        partly_hosts = [leaf for leaf in fits if leaf in partly and any(
-            f >= need and u for f, u in zip(free[spans[leaf][0]:spans[leaf][1]],
-                                            used[spans[leaf][0]:spans[leaf][1]], strict=True))]
+        # Per host, in C: room for the pod on a host already partly used (need <= free < all).
+        room_used = list(map(operator.and_, map(operator.le, itertools.repeat(need), free),
+                             map(operator.lt, free, index.host_gpus)))
+        partly_hosts = [leaf for leaf in fits
+                        if leaf in partly and any(room_used[spans[leaf][0]:spans[leaf][1]])]
         groups = [(partly_hosts, True), ([leaf for leaf in fits if leaf in partly], False),
                   ([leaf for leaf in fits if leaf not in partly], False)]
     else:

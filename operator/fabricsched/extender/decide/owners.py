@@ -89,6 +89,8 @@ class OwnerCache:
         """Jobs read because the state had not seen them yet (their watch event trails)."""
         self._reads: dict[OwnerId, asyncio.Task[None]] = {}
         self._views: dict[str, _View] = {}
+        self._default_view = self.view()
+        """The view ``key`` reads (the key does not depend on the GPU resource): asked per pod."""
 
     def workload_of(self, pod: nodes.PodUsage, gpu_resource: str) -> notices.ObjectRef | None:
         """The object a user submitted for the pod's gang (``gangs.workload_of``), with the
@@ -107,7 +109,7 @@ class OwnerCache:
 
     def key(self, pod: nodes.PodUsage) -> ids.GangKey:
         """The process's one gang key function (``gangs.key_of`` over this cache)."""
-        return gangs.key_of(pod, self.view())
+        return gangs.key_of(pod, self._default_view)
 
     def membership(self, pod: nodes.PodUsage, gpu_resource: str) -> tuple[ids.GangKey, int | None]:
         return gangs.membership(pod, self.view(gpu_resource), gpu_resource)

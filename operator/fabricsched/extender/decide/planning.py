@@ -68,14 +68,17 @@ def traffic(placing_session: session.Session, fab: fabric.Fabric,
     """The running traffic model: every placed gang's footprint, bound or reserved.
 
     Each gang's demand is kept by the session while its book entry and the fabric are the same
-    objects (entries are frozen and replaced on every change), so a planning call adds dicts
-    instead of recounting every running gang's pods per domain."""
+    objects (entries are frozen and replaced on every change), and so is the last sum: a
+    planning call adds the demands of the gangs planned since the last one, instead of
+    recounting every running gang's pods per domain and adding every gang's dict."""
     running = placing_session.running
-    total = capacity.Traffic()
-    for entry in entries:
-        nodes = [node for _, node in entry.placed() if node in fab.hosts]
-        total.add_demand(running.demand_of(entry.key, entry, fab, nodes, entry.gpus_per_pod, entry.pattern))
-    running.prune_demands({entry.key for entry in entries})
+
+    def demand(entry: reservations.Entry) -> Mapping[DomainKey, float]:
+        nodes = lambda: [n for _, n in entry.placed() if n in fab.hosts]  # noqa: E731 - read on a miss
+        return running.demand_of(entry.key, entry, fab, nodes, entry.gpus_per_pod, entry.pattern)
+
+    total = running.summed(fab, entries, demand)
+    running.prune_demands(len(entries), lambda: {entry.key for entry in entries})
     return total
 
 
