@@ -89,6 +89,9 @@ class OwnerCache:
         """Jobs read because the state had not seen them yet (their watch event trails)."""
         self._reads: dict[OwnerId, asyncio.Task[None]] = {}
         self._views: dict[str, _View] = {}
+        self.version = 0
+        """Moves whenever an owner is stored or dropped: what a PodGroup says of its pods' gang
+        keys may have changed (``decide.running`` keeps keys until then)."""
 
     def workload_of(self, pod: nodes.PodUsage, gpu_resource: str) -> notices.ObjectRef | None:
         """The object a user submitted for the pod's gang (``gangs.workload_of``), with the
@@ -194,6 +197,7 @@ class OwnerCache:
         self._store(owner, _Cached(self.clock(), kept))
 
     def _store(self, owner: OwnerId, cached: _Cached) -> None:
+        self.version += 1
         self._owners[owner] = cached
         self._owners.move_to_end(owner)
         while len(self._owners) > self.options.max_owners:
