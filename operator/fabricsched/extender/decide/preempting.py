@@ -263,23 +263,9 @@ class GangPreemption:
         (``gangs.key_of``: a gang with one pod at or above it is left out), with its flags."""
         resource = snap.spec.gpu_resource
         groups = self.running.groups(self.state.pods, snap.fabric.hosts, resource)
-        self.running.keep(groups)
-        now = self.clock()
-        out = []
-        namespaces: dict[str, tuple[Sequence[budgets.Budget], bool]] = {}
-        for key, pods in groups.items():
-            # Thousands of workloads at 5,000 nodes, most of them one pod: plain loops, no generators.
-            priority = pods[0].priority if len(pods) == 1 else max(p.priority for p in pods)
-            if priority >= below:
-                continue  # never a victim: ``preemption.choose`` reads lower-priority work alone
-            namespace = pods[0].namespace
-            if namespace not in namespaces:
-                namespaces[namespace] = await self._namespace(namespace)
-            entry = self.book.get(key)
-            pattern = request.Pattern.ALL_TO_ALL if entry is None else entry.pattern
-            out.append(self.running.candidate(key, pods, priority, namespaces[namespace], pattern, now,
-                                              snap.fabric, resource))
-        return out
+        patterns = {e.key: e.pattern for e in self.book.entries()}
+        return await self.running.candidates(groups, below, self._namespace, patterns, self.clock(),
+                                             snap.fabric, resource)
 
     async def _namespace(self, namespace: str) -> tuple[Sequence[budgets.Budget], bool]:
         """(its budgets, opted out); an unreadable namespace protects its workloads."""

@@ -20,7 +20,7 @@ one the pass over every pod gives (tests/unit/extender/decide/test_running_index
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from fabricsched import ids
@@ -50,7 +50,8 @@ class RunningIndex:
         """Pods whose key reads the owner cache (they name a PodGroup)."""
         self._on: tuple[Mapping[ids.NodeName, object], str, int] | None = None
         """(the fabric's hosts, the GPU resource, the owner cache's version) the keys are for."""
-        self._made: dict[ids.GangKey, tuple[tuple[object, ...], Candidate]] = {}
+        self._made: dict[ids.GangKey, tuple[tuple[Namespace, request.Pattern], float | None, Candidate]] = {}
+        """Workload -> (namespace facts and pattern, the clock when no pod of it started, its candidate)."""
 
     def groups(
         self, pods: Mapping[PodKey, nodes.PodUsage], hosts: Mapping[ids.NodeName, object], resource: str
@@ -89,24 +90,41 @@ class RunningIndex:
                     group.append(pod)
         return out
 
-    def candidate(
-        self, key: ids.GangKey, pods: list[nodes.PodUsage], priority: int, namespace: Namespace,
-        pattern: request.Pattern, now: float, fab: fabric.Fabric, resource: str,
-    ) -> Candidate:
-        """The workload ``key`` as a victim candidate: kept when nothing it is made of changed."""
-        unstarted = all(p.started_at is None for p in pods)
-        tag = (priority, namespace, pattern, now if unstarted else None)
-        kept = self._made.get(key)
-        if kept is not None and kept[1].pods == pods and kept[0] == tag:
-            return kept[1]
-        made = _candidate(key, pods, priority, namespace, pattern, now, fab, resource)
-        self._made[key] = (tag, made)
-        return made
-
-    def keep(self, keys: Mapping[ids.GangKey, object]) -> None:
-        """Forget the candidates of workloads that are gone."""
-        if len(self._made) > 2 * len(keys) + 1024:
-            self._made = {k: v for k, v in self._made.items() if k in keys}
+    async def candidates(
+        self, groups: Mapping[ids.GangKey, list[nodes.PodUsage]], below: int,
+        namespace_of: Callable[[str], Awaitable[Namespace]], patterns: Mapping[ids.GangKey, request.Pattern],
+        now: float, fab: fabric.Fabric, resource: str,
+    ) -> list[Candidate]:
+        """The workloads of ``groups`` of priority below ``below`` as victim candidates, each
+        kept from the last decision when nothing it is made of changed. ``namespace_of`` is read
+        once per namespace that has one; ``patterns`` are the plans' (all-to-all without one)."""
+        made, out = self._made, []
+        namespaces: dict[str, Namespace] = {}
+        # Thousands of workloads at 5,000 nodes, most of them one pod: one plain loop.
+        for key, pods in groups.items():
+            kept = made.get(key)
+            if kept is not None and kept[2].pods == pods:
+                priority = kept[2].workload.priority
+            else:
+                kept = None
+                priority = pods[0].priority if len(pods) == 1 else max(p.priority for p in pods)
+            if priority >= below:
+                continue  # never a victim: ``preemption.choose`` reads lower-priority work alone
+            namespace = pods[0].namespace
+            facts = namespaces.get(namespace)
+            if facts is None:
+                facts = namespaces[namespace] = await namespace_of(namespace)
+            pattern = patterns.get(key, request.Pattern.ALL_TO_ALL)
+            if kept is not None and kept[0] == (facts, pattern) and (kept[1] is None or kept[1] == now):
+                out.append(kept[2])
+                continue
+            unstarted = all(p.started_at is None for p in pods)
+            candidate = _candidate(key, pods, priority, facts, pattern, now, fab, resource)
+            made[key] = ((facts, pattern), now if unstarted else None, candidate)
+            out.append(candidate)
+        if len(made) > 2 * len(groups) + 1024:  # workloads gone: forget them now and then
+            self._made = {k: v for k, v in made.items() if k in groups}
+        return out
 
 
 def _candidate(

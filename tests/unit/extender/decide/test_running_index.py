@@ -11,7 +11,7 @@ from owner_objects import Owners
 
 from builders import PodBuilder, make_pod
 from fabricsched import ids
-from fabricsched.extender.decide import budgets, running
+from fabricsched.extender.decide import running
 from fabricsched.placement import request
 from fabricsched.topology import nodes
 
@@ -88,19 +88,28 @@ def test_a_candidate_is_built_again_when_what_it_is_made_of_changes(harness: Har
     h = harness
     index = running.RunningIndex(h.coordinator.owners)
     h.state.apply_pod(make_pod("a", "train").gpus(8).on("l1-h0").build())
+    h.state.apply_pod(make_pod("b", "other").gpus(8).priority(50).on("l1-h1").build())
     snap = h.state.snapshot(next(iter(h.state.topologies)))
     assert snap is not None
-    open_ns: tuple[list[budgets.Budget], bool] = ([], False)
+    facts: dict[str, running.Namespace] = {"train": ([], False), "other": ([], False)}
+    read: list[str] = []
 
-    def made(namespace: tuple[list[budgets.Budget], bool] = open_ns, now: float = 100.0,
-             pattern: request.Pattern = request.Pattern.ALL_TO_ALL) -> running.Candidate:
-        (key, pods), = indexed(h, index).items()
-        return index.candidate(key, pods, 0, namespace, pattern, now, snap.fabric, GPU)
+    async def namespace_of(namespace: str) -> running.Namespace:
+        read.append(namespace)
+        return facts[namespace]
+
+    def made(now: float = 100.0, pattern: request.Pattern | None = None) -> running.Candidate:
+        patterns = {} if pattern is None else {ids.GangKey("train/a@uid-train-a"): pattern}
+        found = h.run(index.candidates(indexed(h, index), 10, namespace_of, patterns, now, snap.fabric, GPU))
+        (candidate,) = found  # b's priority is not below 10: neither a candidate nor its namespace read
+        return candidate
 
     first = made()
+    assert read == ["train"] and first.workload.key == "train/a@uid-train-a"
     assert made() is first, "nothing changed: kept"
     assert made(now=200.0).workload.started_s == 200.0, "no start time: the clock's"
-    assert made(namespace=([], True)).workload.opted_out
+    facts["train"] = ([], True)
+    assert made().workload.opted_out
     assert made(pattern=request.Pattern.RING).workload.pattern == request.Pattern.RING
     h.state.apply_pod(make_pod("a", "train").gpus(8).on("l1-h0").terminating().build())
     assert made().workload.protected, "its pod changed: built again"
