@@ -58,7 +58,9 @@ class RunningIndex:
     ) -> dict[ids.GangKey, list[nodes.PodUsage]]:
         """Every GPU workload on ``hosts`` (active pods holding ``resource``), by gang key."""
         version = self._owners.version
-        if self._on is None or self._on[0] is not hosts or self._on[1] != resource:
+        # A fabric rebuilt (a node's health moved) keeps its hosts: a set comparison, in C.
+        if self._on is None or self._on[1] != resource or (
+                self._on[0] is not hosts and self._on[0].keys() != hosts.keys()):
             self._keys.clear()
             self._grouped.clear()
             self._made.clear()

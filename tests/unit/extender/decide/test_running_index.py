@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import random
 
-from extender_harness import Harness
+from extender_harness import Harness, relabel
 from owner_objects import Owners
 
 from builders import PodBuilder, make_pod
@@ -113,3 +113,16 @@ def test_a_candidate_is_built_again_when_what_it_is_made_of_changes(harness: Har
     assert made(pattern=request.Pattern.RING).workload.pattern == request.Pattern.RING
     h.state.apply_pod(make_pod("a", "train").gpus(8).on("l1-h0").terminating().build())
     assert made().workload.protected, "its pod changed: built again"
+
+
+def test_a_node_that_leaves_the_fabric_takes_its_pods_out_and_a_health_change_keeps_them(
+        harness: Harness) -> None:
+    h = harness
+    index = running.RunningIndex(h.coordinator.owners)
+    for i, node in enumerate(("l1-h0", "l1-h1", "l2-h0")):
+        h.state.apply_pod(make_pod(f"p{i}", "train").gpus(8).on(node).build())
+    assert len(indexed(h, index)) == 3
+    relabel(h, "l1-h1", "degraded")  # the fabric is built again, with the same hosts
+    assert indexed(h, index) == full_pass(h) and len(full_pass(h)) == 3
+    h.state.delete_node("l1-h0")
+    assert indexed(h, index) == full_pass(h) and len(full_pass(h)) == 2
