@@ -33,6 +33,8 @@ from fabricsched.placement import capacity, placing, reasons, request, snapshot
 from fabricsched.topology import fabric
 
 DomainKey = fabric.DomainKey
+SLOWDOWN_FLOOR = 1.0
+"""The least comm_slowdown a plan has (``capacity.comm_slowdown``: max(1, ...))."""
 
 
 @dataclass(frozen=True)
@@ -107,22 +109,36 @@ def search(
     traffic: capacity.Traffic | None,
     options: request.PlacementOptions,
     candidates: Collection[ids.NodeName] | None,
+    exhaustive: bool = False,
 ) -> Choice | None:
-    """The best victim set over the domains of the gang's tier; None when no domain fits."""
+    """The best victim set over the domains of the gang's tier; None when no domain fits.
+
+    ``exhaustive`` makes the plan of every domain tied on criteria 1-4 (the reference the
+    shortcut below is tested against: the same choice)."""
     fab, index = snap.fabric, snap.tree
     tier = tier_of(snap, gang)
     allowed = None if candidates is None else frozenset(candidates)
     on_host = _by_host(pool)
     # Criteria 1-4 first, for every domain; the plan, which only breaks their ties, is made for
     # the cheapest domains alone (an engine call saved in each of the others).
-    cheapest: list[tuple[DomainKey, frozenset[ids.NodeName], list[RunningWorkload]]] = []
-    lowest: tuple[int, int, int, float] | None = None
-    for key in index.by_tier[tier]:
+    # Each domain is searched in the order of a lower bound of its cost, and the search stops
+    # at the first whose bound exceeds the cheapest found: it and every later one cost more.
+    scored: list[tuple[tuple[int, int, int, float], int, DomainKey, frozenset[ids.NodeName],
+                       list[RunningWorkload]]] = []
+    for n, key in enumerate(index.by_tier[tier]):
         below = fab.domains[key].hosts if key in fab.domains else index.order
         hosts = frozenset(below if allowed is None else (h for h in below if h in allowed))
         local = [pool[i] for i in sorted({i for h in hosts for i in on_host.get(h, ())})]
-        if not local or not _room_enough(fab, free, hosts, local, gang):
-            continue
+        bound = _bound(fab, free, hosts, local, gang, now_s) if local else None
+        if bound is not None:
+            scored.append((bound, n, key, hosts, local))
+    if not exhaustive:
+        scored.sort(key=lambda s: (s[0], s[1]))
+    cheapest: list[tuple[DomainKey, frozenset[ids.NodeName], list[RunningWorkload]]] = []
+    lowest: tuple[int, int, int, float] | None = None
+    for bound, _, key, hosts, local in scored:
+        if not exhaustive and lowest is not None and bound > lowest:
+            break
         found = _in_domain(snap, free, hosts, local, gang, now_s, options)
         if found is None:
             continue
@@ -131,14 +147,22 @@ def search(
             lowest, cheapest = cost, []
         if cost == lowest:
             cheapest.append((key, hosts, found))
+    # The tied domains differ by (5): the plan's path and comm_slowdown, then room left and name.
+    # Room and name need no plan: taken in that order, the first plan on a healthy path at the
+    # model's floor (comm_slowdown is never below 1) cannot be beaten, and the rest need no plan.
+    need = gang.pods * gang.gpus_per_pod
+    tied = sorted((sum(_freed_in(fab, free, hosts, found).values()) - need, key[1], i)
+                  for i, (key, hosts, found) in enumerate(cheapest))
     best: tuple[tuple[object, ...], Choice] | None = None
-    for key, hosts, found in cheapest:
+    for room_left, name, i in tied:
+        key, hosts, found = cheapest[i]
         chosen, plan = _final(snap, free, hosts, found, gang, traffic, options)
-        room_left = sum(_freed_in(fab, free, hosts, found).values()) - gang.pods * gang.gpus_per_pod
-        rank = (*_cost(found, now_s), plan.degraded_path, round(plan.comm_slowdown, 9), room_left, key[1])
+        rank = (plan.degraded_path, round(plan.comm_slowdown, 9), room_left, name)
         if best is None or rank < best[0]:
             best = (rank, Choice(key, chosen, plan, sum(w.gpus for w in chosen),
                                  sum(w.progress(now_s) for w in chosen)))
+        if not exhaustive and best[0][:2] <= (False, SLOWDOWN_FLOOR):
+            break
     return None if best is None else best[1]
 
 
@@ -158,6 +182,55 @@ def _by_host(pool: Sequence[RunningWorkload]) -> dict[ids.NodeName, list[int]]:
             if not at or at[-1] != i:
                 at.append(i)
     return out
+
+
+def _bound(
+    fab: fabric.Fabric, free: Mapping[ids.NodeName, int], hosts: Collection[ids.NodeName],
+    local: Sequence[RunningWorkload], gang: request.GangRequest, now_s: float,
+) -> tuple[int, int, int, float] | None:
+    """A lower bound of the cost (criteria 1-4) of the domain's victim set; None when its pod
+    slots stay too few even with every candidate gone (no set exists).
+
+    1. The lowest priority level whose candidates, all gone, leave slots enough (the set's
+       highest priority is the level that fits, never lower: each set holds one of its level).
+    2. The fewest GPUs that free the slots missing, whoever held them (each host's first slot
+       costs what it lacks of one pod's GPUs, each next one a pod's GPUs).
+    3. One workload. 4. The least progress of a candidate at the level of 1 (when the set is
+       one workload, it is one of them; when it is more, 3 is already below).
+    """
+    level = None
+    for priority in sorted({w.priority for w in local}):
+        if _room_enough(fab, free, hosts, [w for w in local if w.priority <= priority], gang):
+            level = priority
+            break
+    if level is None:
+        return None
+    least = min(round(w.progress(now_s), 6) for w in local if w.priority == level)
+    return level, _least_gpus(fab, free, hosts, gang), 1, least
+
+
+def _least_gpus(
+    fab: fabric.Fabric, free: Mapping[ids.NodeName, int], hosts: Collection[ids.NodeName],
+    gang: request.GangRequest,
+) -> int:
+    """GPUs that must be freed in ``hosts`` for the gang's pod slots (0 when a host's count is
+    out of its range, as a stale count can be: the bound then says nothing)."""
+    g = gang.gpus_per_pod
+    missing, firsts, more = gang.pods, [], 0
+    for h in hosts:
+        host = fab.hosts.get(h)
+        f = free.get(h, 0)
+        if host is None or not 0 <= f <= host.gpus:
+            return 0
+        slots, most = f // g, host.gpus // g
+        missing -= slots
+        if most > slots:
+            firsts.append((slots + 1) * g - f)
+            more += most - slots - 1
+    if missing <= 0 or missing > len(firsts) + more:
+        return 0
+    firsts.sort()
+    return sum(firsts[:missing]) + g * max(0, missing - len(firsts))
 
 
 def _room_enough(

@@ -91,6 +91,9 @@ class OwnerCache:
         self._views: dict[str, _View] = {}
         self._default_view = self.view()
         """The view ``key`` reads (the key does not depend on the GPU resource): asked per pod."""
+        self.version = 0
+        """Moves whenever an owner is stored or dropped: what a PodGroup says of its pods' gang
+        keys may have changed (``decide.running`` keeps keys until then)."""
 
     def workload_of(self, pod: nodes.PodUsage, gpu_resource: str) -> notices.ObjectRef | None:
         """The object a user submitted for the pod's gang (``gangs.workload_of``), with the
@@ -196,6 +199,7 @@ class OwnerCache:
         self._store(owner, _Cached(self.clock(), kept))
 
     def _store(self, owner: OwnerId, cached: _Cached) -> None:
+        self.version += 1
         self._owners[owner] = cached
         self._owners.move_to_end(owner)
         while len(self._owners) > self.options.max_owners:

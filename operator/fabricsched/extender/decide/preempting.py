@@ -36,8 +36,8 @@ from fabricsched import gangs, ids, parsing
 from fabricsched.api import schedconfig
 from fabricsched.api.placement import PlacementPhase
 from fabricsched.extender.book import following, pending, preempted, reservations, sink, workloads
-from fabricsched.extender.decide import admission, budgets, owners, planning
-from fabricsched.placement import preemption, ranks, request, session, snapshot
+from fabricsched.extender.decide import admission, budgets, owners, planning, running
+from fabricsched.placement import preemption, request, session, snapshot
 from fabricsched.ports import errors, views
 from fabricsched.topology import nodes
 
@@ -84,12 +84,6 @@ class PreemptionOptions:
             raise ValueError(f"preemption rate must be at least 1 per minute, not {self.rounds_per_minute}")
 
 
-@dataclass(frozen=True)
-class _Candidate:
-    pods: list[nodes.PodUsage]
-    workload: preemption.RunningWorkload
-
-
 class GangPreemption:
     """The sweep that finds gangs to preempt for, and runs their rounds (one at a time)."""
 
@@ -126,6 +120,7 @@ class GangPreemption:
         """How long the last round's decision took (from the fit check to the choice; logged)."""
         self._started: list[float] = []
         """When the rounds of the last minute started (the rate limit)."""
+        self.running = running.RunningIndex(owner_cache)
 
     # --- the sweep --------------------------------------------------------------------
 
@@ -263,41 +258,14 @@ class GangPreemption:
             and e.preemption is None
         ]
 
-    async def _running(self, snap: views.SnapshotView, below: int) -> list[_Candidate]:
+    async def _running(self, snap: views.SnapshotView, below: int) -> list[running.Candidate]:
         """Every GPU workload on the fabric's hosts of priority below ``below``, whole
         (``gangs.key_of``: a gang with one pod at or above it is left out), with its flags."""
-        resource, hosts = snap.spec.gpu_resource, snap.fabric.hosts
-        groups: dict[ids.GangKey, list[nodes.PodUsage]] = {}
-        for pod in self.state.pods.values():
-            if pod.active and pod.node in hosts and pod.gpus(resource) > 0:
-                groups.setdefault(self.owners.key(pod), []).append(pod)
-        now = self.clock()
-        out = []
-        namespaces: dict[str, tuple[Sequence[budgets.Budget], bool]] = {}
-        for key, pods in groups.items():
-            # Thousands of workloads at 5,000 nodes, most of them one pod: plain loops, no generators.
-            priority = pods[0].priority if len(pods) == 1 else max(p.priority for p in pods)
-            if priority >= below:
-                continue  # never a victim: ``preemption.choose`` reads lower-priority work alone
-            namespace = pods[0].namespace
-            if namespace not in namespaces:
-                namespaces[namespace] = await self._namespace(namespace)
-            covering, opted = namespaces[namespace]
-            starts = [p.started_at for p in pods if p.started_at is not None]
-            entry = self.book.get(key)
-            pattern = request.Pattern.ALL_TO_ALL if entry is None else entry.pattern
-            placed = [(p.node, p.gpus(resource)) for p in pods if p.node is not None]
-            if pattern == request.Pattern.RING:  # its traffic follows its plan's rank order: the fabric's
-                placed.sort(key=lambda pod: ranks.fabric_order(snap.fabric, pod[0]))
-            out.append(_Candidate(pods, preemption.RunningWorkload(
-                key, priority, tuple(placed), min(starts) if starts else now, gang=len(pods) > 1,
-                pattern=pattern,
-                # A terminating pod is on its way out already: evicting its workload again frees nothing.
-                protected=any([p.terminating for p in pods])
-                or bool(covering and budgets.protected(pods, covering)),
-                kueue=budgets.kueue_managed(pods), opted_out=opted,
-            )))
-        return out
+        resource = snap.spec.gpu_resource
+        groups = self.running.groups(self.state.pods, snap.fabric.hosts, resource)
+        patterns = {e.key: e.pattern for e in self.book.entries()}
+        return await self.running.candidates(groups, below, self._namespace, patterns, self.clock(),
+                                             snap.fabric, resource)
 
     async def _namespace(self, namespace: str) -> tuple[Sequence[budgets.Budget], bool]:
         """(its budgets, opted out); an unreadable namespace protects its workloads."""

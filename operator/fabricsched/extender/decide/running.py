@@ -1,0 +1,147 @@
+"""The running workloads preemption weighs, kept from one decision to the next (docs/preemption.md).
+
+At 5,000 nodes the fabric holds some 30,000 GPU pods, most of them lone pods. Grouping them by
+gang key and building a ``RunningWorkload`` for each, at every decision, cost about half a
+second. ``RunningIndex`` keeps both between decisions:
+
+- a pod's gang key, and whether it counts (active, on a host of the fabric, holding its GPUs),
+  is computed once per pod record: the state replaces a pod's record whenever the pod changes,
+  so a record seen before (the same object) has the same key. A key reads the owner cache only
+  through the pod's PodGroup (a PodGroup whose policy is no gang falls through to the next
+  source), so the keys of pods naming one are computed again whenever the cache stored or
+  dropped an owner (``OwnerCache.version``);
+- a workload's ``Candidate`` is built again only when its pods, its namespace's budgets or
+  opt-out, its plan's traffic pattern or (when none of its pods has a start time) the clock
+  changed.
+
+The groups come in the order of the state's pods, as a full pass finds them: the answer is the
+one the pass over every pod gives (tests/unit/extender/decide/test_running_index.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from fabricsched import ids
+from fabricsched.extender.decide import budgets, owners
+from fabricsched.placement import preemption, ranks, request
+from fabricsched.topology import fabric, nodes
+
+PodKey = tuple[str, str]
+Namespace = tuple[Sequence[budgets.Budget], bool]
+"""A namespace's PodDisruptionBudgets, and whether it opted out of preemption."""
+
+
+@dataclass(frozen=True)
+class Candidate:
+    pods: list[nodes.PodUsage]
+    workload: preemption.RunningWorkload
+
+
+class RunningIndex:
+    """Gang key -> the workload's pods on one fabric, and their candidates, kept current."""
+
+    def __init__(self, owner_cache: owners.OwnerCache) -> None:
+        self._owners = owner_cache
+        self._keys: dict[PodKey, tuple[nodes.PodUsage, ids.GangKey | None]] = {}
+        """Pod -> (its record when the key was computed, its key; None: it does not count)."""
+        self._grouped: set[PodKey] = set()
+        """Pods whose key reads the owner cache (they name a PodGroup)."""
+        self._on: tuple[Mapping[ids.NodeName, object], str, int] | None = None
+        """(the fabric's hosts, the GPU resource, the owner cache's version) the keys are for."""
+        self._made: dict[ids.GangKey, tuple[tuple[Namespace, request.Pattern], float | None, Candidate]] = {}
+        """Workload -> (namespace facts and pattern, the clock when no pod of it started, its candidate)."""
+
+    def groups(
+        self, pods: Mapping[PodKey, nodes.PodUsage], hosts: Mapping[ids.NodeName, object], resource: str
+    ) -> dict[ids.GangKey, list[nodes.PodUsage]]:
+        """Every GPU workload on ``hosts`` (active pods holding ``resource``), by gang key."""
+        version = self._owners.version
+        # A fabric rebuilt (a node's health moved) keeps its hosts: a set comparison, in C.
+        if self._on is None or self._on[1] != resource or (
+                self._on[0] is not hosts and self._on[0].keys() != hosts.keys()):
+            self._keys.clear()
+            self._grouped.clear()
+            self._made.clear()
+        elif self._on[2] != version:
+            for gone in self._grouped:
+                self._keys.pop(gone, None)
+            self._grouped.clear()
+        self._on = (hosts, resource, version)
+        if len(self._keys) > 2 * len(pods) + 1024:  # deleted pods: forget them now and then
+            self._keys = {k: v for k, v in self._keys.items() if k in pods}
+        keys = self._keys
+        out: dict[ids.GangKey, list[nodes.PodUsage]] = {}
+        for at, pod in pods.items():
+            seen = keys.get(at)
+            if seen is not None and seen[0] is pod:
+                key = seen[1]
+            else:
+                key = None
+                if pod.active and pod.node in hosts and pod.gpus(resource) > 0:
+                    key = self._owners.key(pod)
+                    if pod.pod_group:
+                        self._grouped.add(at)
+                keys[at] = (pod, key)
+            if key is not None:
+                group = out.get(key)
+                if group is None:
+                    out[key] = [pod]
+                else:
+                    group.append(pod)
+        return out
+
+    async def candidates(
+        self, groups: Mapping[ids.GangKey, list[nodes.PodUsage]], below: int,
+        namespace_of: Callable[[str], Awaitable[Namespace]], patterns: Mapping[ids.GangKey, request.Pattern],
+        now: float, fab: fabric.Fabric, resource: str,
+    ) -> list[Candidate]:
+        """The workloads of ``groups`` of priority below ``below`` as victim candidates, each
+        kept from the last decision when nothing it is made of changed. ``namespace_of`` is read
+        once per namespace that has one; ``patterns`` are the plans' (all-to-all without one)."""
+        made, out = self._made, []
+        namespaces: dict[str, Namespace] = {}
+        # Thousands of workloads at 5,000 nodes, most of them one pod: one plain loop.
+        for key, pods in groups.items():
+            kept = made.get(key)
+            if kept is not None and kept[2].pods == pods:
+                priority = kept[2].workload.priority
+            else:
+                kept = None
+                priority = pods[0].priority if len(pods) == 1 else max(p.priority for p in pods)
+            if priority >= below:
+                continue  # never a victim: ``preemption.choose`` reads lower-priority work alone
+            namespace = pods[0].namespace
+            facts = namespaces.get(namespace)
+            if facts is None:
+                facts = namespaces[namespace] = await namespace_of(namespace)
+            pattern = patterns.get(key, request.Pattern.ALL_TO_ALL)
+            if kept is not None and kept[0] == (facts, pattern) and (kept[1] is None or kept[1] == now):
+                out.append(kept[2])
+                continue
+            unstarted = all(p.started_at is None for p in pods)
+            candidate = _candidate(key, pods, priority, facts, pattern, now, fab, resource)
+            made[key] = ((facts, pattern), now if unstarted else None, candidate)
+            out.append(candidate)
+        if len(made) > 2 * len(groups) + 1024:  # workloads gone: forget them now and then
+            self._made = {k: v for k, v in made.items() if k in groups}
+        return out
+
+
+def _candidate(
+    key: ids.GangKey, pods: list[nodes.PodUsage], priority: int, namespace: Namespace,
+    pattern: request.Pattern, now: float, fab: fabric.Fabric, resource: str,
+) -> Candidate:
+    covering, opted = namespace
+    starts = [p.started_at for p in pods if p.started_at is not None]
+    placed = [(p.node, p.gpus(resource)) for p in pods if p.node is not None]
+    if pattern == request.Pattern.RING:  # its traffic follows its plan's rank order: the fabric's
+        placed.sort(key=lambda pod: ranks.fabric_order(fab, pod[0]))
+    return Candidate(pods, preemption.RunningWorkload(
+        key, priority, tuple(placed), min(starts) if starts else now, gang=len(pods) > 1,
+        pattern=pattern,
+        # A terminating pod is on its way out already: evicting its workload again frees nothing.
+        protected=any([p.terminating for p in pods]) or bool(covering and budgets.protected(pods, covering)),
+        kueue=budgets.kueue_managed(pods), opted_out=opted,
+    ))

@@ -1,0 +1,128 @@
+"""The preemption sweep's workload index (decide.running): kept between decisions, it gives
+what a pass over every pod gives (the same groups, in the same order, with the same pods), as
+pods start, end, move, change gangs and as a PodGroup's policy is read."""
+
+from __future__ import annotations
+
+import random
+
+from extender_harness import Harness, relabel
+from owner_objects import Owners
+
+from builders import PodBuilder, make_pod
+from fabricsched import ids
+from fabricsched.extender.decide import running
+from fabricsched.placement import request
+from fabricsched.topology import nodes
+
+GPU = "nvidia.com/gpu"
+
+
+def full_pass(h: Harness) -> dict[ids.GangKey, list[nodes.PodUsage]]:
+    """What the sweep computed at every decision before the index."""
+    snap = h.state.snapshot(next(iter(h.state.topologies)))
+    assert snap is not None
+    groups: dict[ids.GangKey, list[nodes.PodUsage]] = {}
+    for pod in h.state.pods.values():
+        if pod.active and pod.node in snap.fabric.hosts and pod.gpus(GPU) > 0:
+            groups.setdefault(h.coordinator.owners.key(pod), []).append(pod)
+    return groups
+
+
+def indexed(h: Harness, index: running.RunningIndex) -> dict[ids.GangKey, list[nodes.PodUsage]]:
+    snap = h.state.snapshot(next(iter(h.state.topologies)))
+    assert snap is not None
+    return index.groups(h.state.pods, snap.fabric.hosts, GPU)
+
+
+def test_the_index_follows_random_pod_changes_as_a_full_pass_sees_them(harness: Harness) -> None:
+    h, rng = harness, random.Random(7)
+    index = running.RunningIndex(h.coordinator.owners)
+    hosts = sorted(h.state.nodes)
+    names = [f"p{i}" for i in range(40)]
+    for step in range(300):
+        name = rng.choice(names)
+        move = rng.random()
+        if move < 0.15:
+            h.state.delete_pod("train", name)
+        else:
+            pod = make_pod(name, rng.choice(["train", "other"])).gpus(rng.choice([0, 1, 2, 4])).priority(
+                rng.choice([0, 10]))
+            if rng.random() < 0.5:
+                pod.gang(f"g{rng.randrange(4)}", 4)
+            if rng.random() < 0.8:
+                pod.on(rng.choice(hosts))
+            if rng.random() < 0.1:
+                pod.phase("Succeeded")
+            if rng.random() < 0.1:
+                pod.terminating(containers_done=rng.random() < 0.5)
+            h.state.apply_pod(pod.build())
+        if step % 3 == 0:
+            assert indexed(h, index) == full_pass(h), step
+
+
+def test_a_podgroup_read_later_moves_its_pods_keys(harness: Harness) -> None:
+    h = harness
+    owners = Owners()
+    h.coordinator.owners.fetcher = owners
+    index = running.RunningIndex(h.coordinator.owners)
+
+    def member(i: int) -> PodBuilder:
+        pod = make_pod(f"pg-{i}", "train").gpus(8).on(f"l1-h{i}")
+        pod._spec["schedulingGroup"] = {"podGroupName": "pg"}
+        return pod
+
+    for i in range(2):
+        h.state.apply_pod(member(i).build())
+    assert list(indexed(h, index)) == ["train/pg@podgroup"] == list(full_pass(h))
+    # Read now: a basic PodGroup is no gang, each pod is its own workload.
+    owners.objects[("PodGroup", "train", "pg")] = {
+        "kind": "PodGroup", "metadata": {"name": "pg", "uid": "uid-pg"},
+        "spec": {"schedulingPolicy": {"basic": {}}}}
+    h.run(h.coordinator.owners.prepare(h.state.pods[("train", "pg-0")]))
+    assert len(full_pass(h)) == 2
+    assert indexed(h, index) == full_pass(h)
+
+
+def test_a_candidate_is_built_again_when_what_it_is_made_of_changes(harness: Harness) -> None:
+    h = harness
+    index = running.RunningIndex(h.coordinator.owners)
+    h.state.apply_pod(make_pod("a", "train").gpus(8).on("l1-h0").build())
+    h.state.apply_pod(make_pod("b", "other").gpus(8).priority(50).on("l1-h1").build())
+    snap = h.state.snapshot(next(iter(h.state.topologies)))
+    assert snap is not None
+    facts: dict[str, running.Namespace] = {"train": ([], False), "other": ([], False)}
+    read: list[str] = []
+
+    async def namespace_of(namespace: str) -> running.Namespace:
+        read.append(namespace)
+        return facts[namespace]
+
+    def made(now: float = 100.0, pattern: request.Pattern | None = None) -> running.Candidate:
+        patterns = {} if pattern is None else {ids.GangKey("train/a@uid-train-a"): pattern}
+        found = h.run(index.candidates(indexed(h, index), 10, namespace_of, patterns, now, snap.fabric, GPU))
+        (candidate,) = found  # b's priority is not below 10: neither a candidate nor its namespace read
+        return candidate
+
+    first = made()
+    assert read == ["train"] and first.workload.key == "train/a@uid-train-a"
+    assert made() is first, "nothing changed: kept"
+    assert made(now=200.0).workload.started_s == 200.0, "no start time: the clock's"
+    facts["train"] = ([], True)
+    assert made().workload.opted_out
+    assert made(pattern=request.Pattern.RING).workload.pattern == request.Pattern.RING
+    h.state.apply_pod(make_pod("a", "train").gpus(8).on("l1-h0").terminating().build())
+    assert made().workload.protected, "its pod changed: built again"
+
+
+def test_a_node_that_leaves_the_fabric_takes_its_pods_out_and_a_health_change_keeps_them(
+        harness: Harness) -> None:
+    h = harness
+    index = running.RunningIndex(h.coordinator.owners)
+    for i, node in enumerate(("l1-h0", "l1-h1", "l2-h0")):
+        h.state.apply_pod(make_pod(f"p{i}", "train").gpus(8).on(node).build())
+    assert len(indexed(h, index)) == 3
+    relabel(h, "l1-h1", "degraded")  # the fabric is built again, with the same hosts
+    assert indexed(h, index) == full_pass(h) and len(full_pass(h)) == 3
+    h.state.delete_node("l1-h0")
+    assert indexed(h, index) == full_pass(h) and len(full_pass(h)) == 2
