@@ -2,7 +2,7 @@
 reads GPUs from ResourceSlices (``spec.draGpus``), and keeping those counts current as templates,
 claims, DeviceClasses and ComputeDomains change (docs/dra.md).
 
-``ClusterState`` owns one ``DraGpus``; the kopf handlers of ``controller.dra`` feed its
+``ClusterState`` owns one ``DraGpus``; the list-and-watch of ``controller.dra`` feeds its
 ``claims`` index. Pure bookkeeping over ``topology.claims``: no I/O.
 """
 

@@ -234,6 +234,12 @@ class DeviceIndex:
     def remove_rule(self, name: str) -> bool:
         return self._rules.pop(name, None) is not None
 
+    def slice_names(self) -> Iterable[str]:
+        return self._slices.keys()
+
+    def rule_names(self) -> Iterable[str]:
+        return self._rules.keys()
+
     def nodes(self) -> Iterable[ids.NodeName]:
         """Nodes with at least one device."""
         return self._by_node.keys()
