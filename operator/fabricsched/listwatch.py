@@ -338,7 +338,7 @@ class Informer:
         for gone in [k for k in self.kind.known() if k not in seen]:
             self._delete(gone)
         self._settle()
-        logger.info("listed %d %ss in %.1f s", len(seen), self.kind.name, time.monotonic() - started)
+        logger.info("listed %d of %s in %.1f s", len(seen), self.kind.path, time.monotonic() - started)
         return str(metadata.get("resourceVersion") or "")
 
     async def _watch(self) -> None:
