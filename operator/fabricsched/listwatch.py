@@ -10,7 +10,8 @@ object is applied as the page arrives, and the watch resumes from the last versi
 watch that expired (410 Gone, as a status or as an ERROR event) lists again and drops what the
 new listing no longer holds: one way to handle 410 for every follower. A kind the cluster may
 not serve (``Kind.optional``: DRA before its API version, a CRD not installed) that answers 404
-counts as listed, holding nothing, and is asked again every ``NOT_SERVED_RETRY_S``.
+(or 403: not to us) counts as listed, holding nothing, and is asked again every
+``NOT_SERVED_RETRY_S``.
 
 Flow per kind: ``Informer.follow`` -> ``_relist`` (pages -> ``Kind.apply``) -> ``on_listed`` ->
 ``_watch`` (events -> ``Kind.apply`` / ``Kind.delete``) until it ends or expires, forever;
@@ -68,8 +69,8 @@ class Kind:
     """Called after each listing page and each watch event: work the applies left for later,
     once per page (one recount for 500 objects, not 500), once per event while watching."""
     optional: bool = False
-    """The API server may not serve it (an API version or CRD a cluster lacks): a 404 counts as
-    a listing of nothing (readiness does not wait for it), asked for again every
+    """The API server may not serve it (an API version or CRD a cluster lacks): a 404 (or a 403)
+    counts as a listing of nothing (readiness does not wait for it), asked for again every
     ``NOT_SERVED_RETRY_S``."""
     rejects: tuple[type[Exception], ...] = ()
     """What ``apply`` raises for a malformed object: skipped with a one-line warning (no
@@ -85,7 +86,16 @@ class ApiFailure(Exception):
 
 
 class NotServed(ApiFailure):
-    """The API server does not serve the collection (404): its API or CRD is not there."""
+    """The API server does not serve the collection (404: its API or CRD is not there), or not to
+    this process (403: its RBAC lacks the rule)."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def _failure(status: int, message: str) -> ApiFailure:
+    return NotServed(message, status) if status in (403, 404) else ApiFailure(message)
 
 
 def _parse(data: bytes) -> Any:
@@ -208,8 +218,8 @@ class Connection:
                 raise Expired(path)
             if response.status >= 400:
                 await self._forget_on_401(response.status)
-                failure = NotServed if response.status == 404 else ApiFailure
-                raise failure(f"GET {path}: {response.status} {(await response.text())[:300]}")
+                raise _failure(response.status,
+                               f"GET {path}: {response.status} {(await response.text())[:300]}")
             body = await response.read()
         parsed = _parse(body)
         if not isinstance(parsed, dict):
@@ -225,8 +235,8 @@ class Connection:
                 raise Expired(path)
             if response.status >= 400:
                 await self._forget_on_401(response.status)
-                failure = NotServed if response.status == 404 else ApiFailure
-                raise failure(f"watch {path}: {response.status} {(await response.text())[:300]}")
+                raise _failure(response.status,
+                               f"watch {path}: {response.status} {(await response.text())[:300]}")
             buffer = b""
             async for chunk in response.content.iter_any():
                 buffer += chunk
@@ -281,7 +291,7 @@ class Informer:
             except (TimeoutError, aiohttp.ClientError, ApiFailure, ValueError, OSError) as e:
                 if isinstance(e, NotServed) and self.kind.optional:
                     failures = 0
-                    await self._not_served()
+                    await self._not_served(e.status)
                     continue
                 wait = RETRY_S[min(failures, len(RETRY_S) - 1)]
                 failures += 1
@@ -296,14 +306,20 @@ class Informer:
             self._listed = True
             self.on_listed()
 
-    async def _not_served(self) -> None:
-        """An optional kind answered 404: it holds nothing (a CRD deleted takes its objects with
-        it), readiness does not wait for it, and it is asked for again later. Logged once per
-        time it goes, not per retry."""
+    async def _not_served(self, status: int) -> None:
+        """An optional kind answered 404 (or 403): it holds nothing (a CRD deleted takes its
+        objects with it), readiness does not wait for it, and it is asked for again later.
+        Logged once each time it goes, not per retry; a 403 as a warning (the RBAC lacks a rule
+        the chart grants)."""
         if self.served:
             self.served = False
-            logger.info("%s is not served (404: an API or CRD this cluster does not have); "
-                        "asking again every %g s", self.kind.path, NOT_SERVED_RETRY_S)
+            if status == 403:
+                logger.warning("%s is forbidden to this process (403: its RBAC lacks list/watch); "
+                               "going on without it, asking again every %g s", self.kind.path,
+                               NOT_SERVED_RETRY_S)
+            else:
+                logger.info("%s is not served (404: an API or CRD this cluster does not have); "
+                            "asking again every %g s", self.kind.path, NOT_SERVED_RETRY_S)
         for gone in list(self.kind.known()):
             self._delete(gone)
         self._settle()

@@ -87,7 +87,8 @@ def _mark_synced(rt: runtime.Runtime) -> None:
     # 50,000 pods that walk stalled the loop answering the scheduler for about half a second).
     gc.freeze()
     sizes = {"nodes": len(rt.state.nodes), "gpu pods": len(rt.state.pods), "jobs": len(rt.state.jobs),
-             "topologies": len(rt.state.objects)}
+             "topologies": len(rt.state.objects), "resource slices": len(rt.state.devices.slice_names()),
+             "resource claims": len(rt.state.dra.claims.claims)}
     logger.info("initial listings applied: %s", ", ".join(f"{v} {k}" for k, v in sizes.items()))
 
 

@@ -22,6 +22,7 @@ from timing import Clock
 RESOURCE = "/apis/resource.k8s.io/v1"
 CLAIMS = f"{RESOURCE}/resourceclaims"
 SLICES = f"{RESOURCE}/resourceslices"
+DOMAINS = "/apis/resource.nvidia.com/v1beta1/computedomains"
 DRIVER = "gpu.nvidia.com"
 
 
@@ -33,9 +34,12 @@ class ApiServer:
         self.served = served
         self.watches: dict[str, list[dict[str, Any]]] = {}
         self.requests: list[str] = []
+        self.forbidden: set[str] = set()
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         self.requests.append(request.path)
+        if request.path in self.forbidden:  # RBAC without the rule
+            return web.json_response({"kind": "Status", "code": 403}, status=403)
         items = self.served.get(request.path)
         if items is None:
             return web.json_response({"kind": "Status", "code": 404}, status=404)
@@ -115,10 +119,11 @@ def _counted(calls: dict[str, int], name: str, real: Callable[..., None]) -> Cal
 
 def test_a_dra_api_the_cluster_does_not_serve_holds_no_readiness_back_and_is_asked_again(
         monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
-    # Slices are served; claims, templates, classes, taint rules, ComputeDomains answer 404.
+    # Slices are served; claims, templates, classes, taint rules answer 404; ComputeDomains 403.
     monkeypatch.setattr(listwatch, "NOT_SERVED_RETRY_S", 0.05)
     caplog.set_level(logging.INFO, logger=listwatch.__name__)
     server = ApiServer({**_empty_core(), SLICES: [_gpu_slice("n1")]})
+    server.forbidden.add(DOMAINS)
     cluster = state.ClusterState(Clock())
     seen: dict[str, Any] = {}
 
@@ -134,7 +139,9 @@ def test_a_dra_api_the_cluster_does_not_serve_holds_no_readiness_back_and_is_ask
     assert seen["synced"] and seen["slices"]  # every part done while four DRA kinds are not served
     said = [r.getMessage() for r in seen["logs"] if CLAIMS in r.getMessage()]
     assert len(said) == 1 and "is not served" in said[0], said  # once, not per retry
-    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+    [forbidden] = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert DOMAINS in forbidden and "403" in forbidden  # a warning, once: the RBAC lacks a rule
+    assert server.requests.count(DOMAINS) >= 4
     assert ("fill", "c1") in cluster.dra.claims.claims
     assert any(f"{CLAIMS} is served now" in r.getMessage() for r in caplog.records)
 
