@@ -8,10 +8,14 @@ first decision grew with the square of the cluster (minutes at 5,000 nodes); the
 client needs a thread per watch. Here a kind is listed in pages (``limit``/``continue``), every
 object is applied as the page arrives, and the watch resumes from the last version applied. A
 watch that expired (410 Gone, as a status or as an ERROR event) lists again and drops what the
-new listing no longer holds: one way to handle 410 for every follower.
+new listing no longer holds: one way to handle 410 for every follower. A kind the cluster may
+not serve (``Kind.optional``: DRA before its API version, a CRD not installed) that answers 404
+(or 403: not to us) counts as listed, holding nothing, and is asked again every
+``NOT_SERVED_RETRY_S``.
 
 Flow per kind: ``Informer.follow`` -> ``_relist`` (pages -> ``Kind.apply``) -> ``on_listed`` ->
-``_watch`` (events -> ``Kind.apply`` / ``Kind.delete``) until it ends or expires, forever.
+``_watch`` (events -> ``Kind.apply`` / ``Kind.delete``) until it ends or expires, forever;
+``Kind.settle`` after each page and each event.
 Everything runs on the event loop thread; a page is parsed and applied between two awaits, so
 the loop answering the scheduler waits for at most one page.
 """
@@ -30,6 +34,8 @@ from typing import Any, Protocol
 import aiohttp
 import pydantic_core
 
+from fabricsched import parsing
+
 logger = logging.getLogger(__name__)
 
 PAGE_SIZE = 500
@@ -40,6 +46,8 @@ RETRY_S = (0.5, 1.0, 2.0, 5.0)
 """Waits before retrying a failed list or watch (the last one repeats)."""
 MAX_LINE_BYTES = 16 * 1024 * 1024
 """Longest watch event accepted (an object the API server stores is at most about 1.5 MiB)."""
+NOT_SERVED_RETRY_S = 60.0
+"""How often an optional kind the API server does not serve (404) is asked for again."""
 
 Key = tuple[str, str]
 """(namespace, name); the namespace is "" for cluster-scoped kinds."""
@@ -57,6 +65,16 @@ class Kind:
     delete: Callable[[Key], None]
     known: Callable[[], Iterable[Key]]
     """Keys the state holds of this kind: after a relist, those not listed are deleted."""
+    settle: Callable[[], None] = lambda: None
+    """Called after each listing page and each watch event: work the applies left for later,
+    once per page (one recount for 500 objects, not 500), once per event while watching."""
+    optional: bool = False
+    """The API server may not serve it (an API version or CRD a cluster lacks): a 404 (or a 403)
+    counts as a listing of nothing (readiness does not wait for it), asked for again every
+    ``NOT_SERVED_RETRY_S``."""
+    rejects: tuple[type[Exception], ...] = ()
+    """What ``apply`` raises for a malformed object: skipped with a one-line warning (no
+    traceback) and counted as failed; the watch goes on."""
 
 
 class Expired(Exception):
@@ -65,6 +83,19 @@ class Expired(Exception):
 
 class ApiFailure(Exception):
     """A list or watch request answered with an error status."""
+
+
+class NotServed(ApiFailure):
+    """The API server does not serve the collection (404: its API or CRD is not there), or not to
+    this process (403: its RBAC lacks the rule)."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def _failure(status: int, message: str) -> ApiFailure:
+    return NotServed(message, status) if status in (403, 404) else ApiFailure(message)
 
 
 def _parse(data: bytes) -> Any:
@@ -187,7 +218,8 @@ class Connection:
                 raise Expired(path)
             if response.status >= 400:
                 await self._forget_on_401(response.status)
-                raise ApiFailure(f"GET {path}: {response.status} {(await response.text())[:300]}")
+                raise _failure(response.status,
+                               f"GET {path}: {response.status} {(await response.text())[:300]}")
             body = await response.read()
         parsed = _parse(body)
         if not isinstance(parsed, dict):
@@ -203,7 +235,8 @@ class Connection:
                 raise Expired(path)
             if response.status >= 400:
                 await self._forget_on_401(response.status)
-                raise ApiFailure(f"watch {path}: {response.status} {(await response.text())[:300]}")
+                raise _failure(response.status,
+                               f"watch {path}: {response.status} {(await response.text())[:300]}")
             buffer = b""
             async for chunk in response.content.iter_any():
                 buffer += chunk
@@ -239,27 +272,62 @@ class Informer:
         """The resourceVersion of the last event applied (or of the listing): a watch that
         breaks resumes from it, not from an older version the API server may have let go of
         (410: a full listing again, seconds at 50,000 pods)."""
+        self._listed = False
+        self.served = True
+        """False while an optional kind answers 404 (logged once each time it goes)."""
 
     async def follow(self) -> None:
         failures = 0
-        first = True
         while True:
             try:
                 if self.version is None:
                     self.version = await self._relist()
-                    if first:
-                        first = False
-                        self.on_listed()
+                    self._mark_listed()
                 await self._watch()
                 failures = 0
             except Expired:
                 logger.info("the %s watch expired; listing again", self.kind.name)
                 self.version = None
             except (TimeoutError, aiohttp.ClientError, ApiFailure, ValueError, OSError) as e:
+                if isinstance(e, NotServed) and self.kind.optional:
+                    failures = 0
+                    await self._not_served(e.status)
+                    continue
                 wait = RETRY_S[min(failures, len(RETRY_S) - 1)]
                 failures += 1
                 logger.warning("%s list/watch failed (retrying in %.1f s): %s", self.kind.name, wait, e)
                 await asyncio.sleep(wait)
+
+    def _mark_listed(self) -> None:
+        if not self.served:
+            self.served = True
+            logger.info("%s is served now", self.kind.path)
+        if not self._listed:
+            self._listed = True
+            self.on_listed()
+
+    async def _not_served(self, status: int) -> None:
+        """An optional kind answered 404 (or 403): it holds nothing (a CRD deleted takes its
+        objects with it), readiness does not wait for it, and it is asked for again later.
+        Logged once each time it goes, not per retry; a 403 as a warning (the RBAC lacks a rule
+        the chart grants)."""
+        if self.served:
+            self.served = False
+            if status == 403:
+                logger.warning("%s is forbidden to this process (403: its RBAC lacks list/watch); "
+                               "going on without it, asking again every %g s", self.kind.path,
+                               NOT_SERVED_RETRY_S)
+            else:
+                logger.info("%s is not served (404: an API or CRD this cluster does not have); "
+                            "asking again every %g s", self.kind.path, NOT_SERVED_RETRY_S)
+        for gone in list(self.kind.known()):
+            self._delete(gone)
+        self._settle()
+        self.version = None
+        if not self._listed:
+            self._listed = True
+            self.on_listed()
+        await asyncio.sleep(NOT_SERVED_RETRY_S)
 
     async def _relist(self) -> str:
         started = time.monotonic()
@@ -271,6 +339,7 @@ class Informer:
                 if isinstance(item, Mapping):
                     seen.add(key_of(item))
                     self._apply(item)
+            self._settle()
             metadata = page.get("metadata") or {}
             del page  # freed now, not frozen below
             # What a listing applies lives as long as the process: out of the collector's
@@ -284,7 +353,8 @@ class Informer:
             await asyncio.sleep(0)  # let the loop answer between two pages
         for gone in [k for k in self.kind.known() if k not in seen]:
             self._delete(gone)
-        logger.info("listed %d %ss in %.1f s", len(seen), self.kind.name, time.monotonic() - started)
+        self._settle()
+        logger.info("listed %d of %s in %.1f s", len(seen), self.kind.path, time.monotonic() - started)
         return str(metadata.get("resourceVersion") or "")
 
     async def _watch(self) -> None:
@@ -300,14 +370,22 @@ class Informer:
                 raise ApiFailure(f"watch {self.kind.path}: {str(body.get('message'))[:300]}")
             if kind in ("ADDED", "MODIFIED"):
                 self._apply(body)
+                self._settle()
             elif kind == "DELETED":
                 self._delete(key_of(body))
+                self._settle()
             self.version = str((body.get("metadata") or {}).get("resourceVersion") or self.version)
 
     def _apply(self, body: Mapping[str, Any]) -> None:
         started = time.perf_counter()
         try:
             self.kind.apply(body)
+        except self.kind.rejects as e:  # malformed (a forged or future object): skipped, said why
+            if self.observer is not None:
+                self.observer.failed(self.kind.name)
+            logger.warning("ignoring %s %s: %s", self.kind.name, parsing.excerpt(key_of(body)[1], 80),
+                           str(e)[:500])
+            return
         except Exception:  # an object no parser foresaw must not stop the watch of all others
             if self.observer is not None:
                 self.observer.failed(self.kind.name)
@@ -326,3 +404,11 @@ class Informer:
             return
         if self.observer is not None:
             self.observer.deleted(self.kind.name)
+
+    def _settle(self) -> None:
+        try:
+            self.kind.settle()
+        except Exception:  # as above: the follow-up work of one page never stops the watch
+            if self.observer is not None:
+                self.observer.failed(self.kind.name)
+            logger.exception("cannot settle the %ss applied", self.kind.name)

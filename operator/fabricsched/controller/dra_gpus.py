@@ -2,14 +2,13 @@
 reads GPUs from ResourceSlices (``spec.draGpus``), and keeping those counts current as templates,
 claims, DeviceClasses and ComputeDomains change (docs/dra.md).
 
-``ClusterState`` owns one ``DraGpus``; the kopf handlers of ``controller.dra`` feed its
+``ClusterState`` owns one ``DraGpus``; the list-and-watch of ``controller.dra`` feeds its
 ``claims`` index. Pure bookkeeping over ``topology.claims``: no I/O.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import replace
 
 from fabricsched import gangs
 from fabricsched.api import topology as api
@@ -42,13 +41,16 @@ class DraGpus:
 
     def count(self, pod: k8s.PodUsage, topologies: Iterable[fabrics.TopologyFabric]) -> k8s.PodUsage:
         """``pod`` with its claimed GPUs counted (unchanged when it has no claims)."""
+        return self._count(pod, self.fabrics_of(topologies))
+
+    def _count(self, pod: k8s.PodUsage, dra_fabrics: list[claims.DraFabric]) -> k8s.PodUsage:
         if not pod.claims and not any(k.startswith(claims.IMPLICIT_PREFIX) for k in pod.requests):
             return pod
         for named in pod.claims:
             if named.claim:
                 self._naming.setdefault((pod.namespace, named.claim), set()).add((pod.namespace, pod.name))
-        fresh = replace(pod, claim_gpus={}, uncounted="")
-        return claims.fold(fresh, self.fabrics_of(topologies), self.claims, CONSTRAINTS)
+        # ``fold`` sets ``claim_gpus`` and ``uncounted`` anew (it reads neither): no copy first.
+        return claims.fold(pod, dra_fabrics, self.claims, CONSTRAINTS)
 
     def recount(self, pods: Mapping[tuple[str, str], k8s.PodUsage],
                 topologies: Iterable[fabrics.TopologyFabric]) -> dict[tuple[str, str], k8s.PodUsage]:
@@ -65,12 +67,12 @@ class DraGpus:
             for claim in changed:
                 if claim not in self.claims.claims:
                     self._naming.pop(claim, None)  # gone: its pods re-count once, below
-        listed = list(topologies)
+        listed = self.fabrics_of(topologies)
         moved = {}
         for key in keys:
             pod = pods.get(key)
             if pod is not None and pod.claims:
-                again = self.count(pod, listed)
+                again = self._count(pod, listed)
                 if again != pod:
                     moved[key] = again
         return moved

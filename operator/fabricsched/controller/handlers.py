@@ -1,8 +1,9 @@
 """What the operator watches: the state's kinds through ``listwatch``, the rest through kopf.
 
-Nodes, pods, Jobs and FabricTopologies go through ``listwatch`` (each initial listing applied in
-one pass, then a watch): kopf's per-object readiness made startup quadratic in the cluster's
-size. kopf still runs the process and watches Namespaces, for one signal: its first event
+Nodes, pods, Jobs, FabricTopologies and the DRA kinds (``controller.dra``: slices, taint rules,
+claims, claim templates, device classes, ComputeDomains) go through ``listwatch`` (each initial
+listing applied in one pass, then a watch): kopf's per-object readiness made startup quadratic
+in the cluster's size. kopf still runs the process and watches Namespaces, for one signal: its first event
 handler call means every ``@kopf.index`` handler registered here has seen its initial listing;
 the same events tell ``controller.optin`` which namespaces carry the opt-in label.
 The state is ``synced`` (readiness) once that and every informer listing are through
@@ -45,6 +46,7 @@ def kinds(rt: runtime.Runtime) -> list[listwatch.Kind]:
                       lambda: list(cluster.jobs)),
         listwatch.Kind("pod", "/api/v1/pods", cluster.apply_pod, lambda k: cluster.delete_pod(*k),
                       lambda: list(cluster.pods)),
+        *dra.kinds(cluster),
     ]
 
 
@@ -67,8 +69,6 @@ class SyncGate:
 def register(registry: kopf.OperatorRegistry, rt: runtime.Runtime, gate: SyncGate) -> None:
     """Add the operator's kopf handlers (and its login) to ``registry``."""
 
-    dra.register(registry, rt)  # DRA device taints (source dra)
-
     @kopf.on.event(*NAMESPACES, id="sync-barrier", registry=registry)
     async def _barrier(body: kopf.Body, type: str | None, **_: Any) -> None:
         gate.done(SyncGate.KOPF)
@@ -87,7 +87,8 @@ def _mark_synced(rt: runtime.Runtime) -> None:
     # 50,000 pods that walk stalled the loop answering the scheduler for about half a second).
     gc.freeze()
     sizes = {"nodes": len(rt.state.nodes), "gpu pods": len(rt.state.pods), "jobs": len(rt.state.jobs),
-             "topologies": len(rt.state.objects)}
+             "topologies": len(rt.state.objects), "resource slices": len(rt.state.devices.slice_names()),
+             "resource claims": len(rt.state.dra.claims.claims)}
     logger.info("initial listings applied: %s", ", ".join(f"{v} {k}" for k, v in sizes.items()))
 
 

@@ -1,4 +1,4 @@
-"""The operator's one in-memory view of the cluster, kept current by the kopf handlers.
+"""The operator's one in-memory view of the cluster, kept current by the list-and-watch.
 
 Flow: watch event -> ``apply_*``/``delete_*`` (thin, incremental) -> counters and change
 notifications -> readers take a ``snapshots.TopologySnapshot`` (cached per generation) and run the
@@ -105,7 +105,8 @@ class ClusterState:
 
     @property
     def synced(self) -> bool:
-        """True once the initial listings of nodes, pods, Jobs and FabricTopologies are applied."""
+        """True once the initial listings of nodes, pods, Jobs, FabricTopologies and the DRA kinds
+        the cluster serves are applied."""
         return self._synced
 
     def mark_synced(self) -> None:
@@ -374,6 +375,7 @@ class ClusterState:
         self.generation += 1
         self.dra.topology_changed()
         self._recontest(tname, now)
+        self.refresh_claims(())  # pods with claims listed before the topology count its GPUs now
         if self._synced:
             self._emit_health(tname, tf.feed_all_nodes(self._nodes.values(), now) + tf.feed_links(now))
         self._emit(changes.TopologyChanged(tname))

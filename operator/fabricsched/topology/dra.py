@@ -19,7 +19,7 @@ answers for one node of one topology. Pure: no I/O, no clock.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -233,6 +233,12 @@ class DeviceIndex:
 
     def remove_rule(self, name: str) -> bool:
         return self._rules.pop(name, None) is not None
+
+    def slice_names(self) -> Collection[str]:
+        return self._slices.keys()
+
+    def rule_names(self) -> Collection[str]:
+        return self._rules.keys()
 
     def nodes(self) -> Iterable[ids.NodeName]:
         """Nodes with at least one device."""

@@ -17,8 +17,8 @@ def test_a_claim_event_recounts_only_the_pods_naming_it(monkeypatch: pytest.Monk
     for pod in pods.values():
         gpus.count(pod, [])
     counted: list[str] = []
-    original = gpus.count
-    monkeypatch.setattr(gpus, "count", lambda pod, listed: counted.append(pod.name) or original(pod, listed))
+    original = gpus._count
+    monkeypatch.setattr(gpus, "_count", lambda pod, listed: counted.append(pod.name) or original(pod, listed))
     gpus.claims.set_claim(("ns", "c7"), (), None)
     gpus.recount(pods, [])
     assert counted == ["p7"]
