@@ -56,6 +56,8 @@ def back(
             return fresh  # it spanned the whole fabric: nothing narrower to go back to
         area = set(fab.domains[home].hosts)
         why = f"back in its previous {reasons.tier_name(fab, home[0])} {home[1]}"
+        if area.issuperset(fresh.ranks):
+            return dataclasses.replace(fresh, reasons=(why, *fresh.reasons))  # best fit went back itself
     if candidates is not None:
         area &= set(candidates)
     made = placing.place(snap, free, gang, traffic, options, area)

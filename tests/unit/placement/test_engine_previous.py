@@ -126,6 +126,10 @@ def test_the_hint_costs_one_engine_call_at_most(monkeypatch: pytest.MonkeyPatch)
     # Best fit picked the previous hosts itself: no call more, the ranks as before.
     made = _plan(_fabric(), PARTLY_USED_L1, gang(2), _before("l1-h2", "l1-h1"))
     assert len(calls) == 4 and made.ranks == ("l1-h2", "l1-h1")
+    # Best fit went back to the previous leaf itself (its previous hosts are taken): no call more.
+    made = _plan(_fabric(), {**PARTLY_USED_L1, "l1-h2": 8}, gang(2), _before("l1-h2", "l1-h1"))
+    assert len(calls) == 5 and {h[:2] for h in made.ranks} == {"l1"}
+    assert made.reasons[0] == "back in its previous leaf l1"
 
 
 def _with_note(plan: request.Plan, note: str) -> request.Plan:
