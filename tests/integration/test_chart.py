@@ -96,6 +96,8 @@ def test_helm_lint_strict_passes_with(helm: Helm, values: dict[str, Any], tmp_pa
         pytest.param({"scheduler": {"securePort": 0}}, "securePort",
                      id="the scheduler needs its secure port"),
         pytest.param({"sheduler": {}}, "sheduler", id="a misspelt top-level key is refused"),
+        pytest.param({"fabricsched": {"restartPlacement": "same"}}, "restartPlacement",
+                     id="a restart placement other than previous or fresh is refused"),
         pytest.param({"topology": {"links": [{"tier": "leaf", "domain": "l1", "state": "broken"}]}}, "state",
                      id="a link state outside healthy, degraded, down is refused"),
         pytest.param({"metrics": {"serviceMonitor": {"interval": "30 seconds"}}}, "interval",
@@ -314,6 +316,13 @@ def test_service_monitor_scrapes_the_metrics_service(helm: Helm) -> None:
 def _fabricsched_args(docs: Sequence[dict[str, Any]]) -> list[str]:
     pod = one(docs, "Deployment")["spec"]["template"]["spec"]
     return list({c["name"]: c for c in pod["containers"]}["fabricsched"]["args"])
+
+
+def test_restart_placement_is_passed_to_fabricsched_run(helm: Helm) -> None:
+    # The chart's default is the product's (previous); fresh restores the old behaviour.
+    assert "--restart-placement=previous" in _fabricsched_args(helm.render({}, "fabricsched-system"))
+    fresh = helm.render({"fabricsched": {"restartPlacement": "fresh"}}, "fabricsched-system")
+    assert "--restart-placement=fresh" in _fabricsched_args(fresh)
 
 
 def test_the_webhook_is_the_one_cluster_up_registers_but_through_its_service(helm: Helm) -> None:

@@ -23,9 +23,10 @@ in the torch-distributed shape (numNodes 4, the node pod asking 8 GPUs, schedule
 and a TrainJob of it. The trainer makes a JobSet named after the TrainJob (one replicated Job
 ``node``, parallelism 4); its 4 pods are one gang in the healthy leaf, ranked by completion
 index. When one pod fails, its Job fails (``backoffLimit: 0``) and the JobSet's failure policy
-recreates every Job: the 4 new pods are placed again as one gang in the old (still the only
-healthy) leaf. The restart ends every old pod, which releases the plan: the new group is planned
-afresh, so with every leaf free it takes the first that fits, not necessarily its old one.
+recreates every Job: the 4 new pods are placed again as one gang on their old hosts, rank by
+rank. The restart ends every old pod, which releases the plan; the new group (same JobSet UID,
+so the same gang) goes back where it ran (test_group_restart.py: also where best fit alone
+would pick another leaf).
 The shipped TrainJob example runs under the real trainer as one gang too.
 """
 
@@ -421,12 +422,13 @@ def test_a_failed_trainjob_pod_restarts_the_whole_group_and_it_lands_whole_again
     fabric: Fabric, ns: str, torch_runtime: str, degrade: Callable[[list[str]], None],
 ) -> None:
     before, healthy, degraded = trained_in_the_healthy_leaf(fabric, ns, torch_runtime, "resume", degrade)
+    first = [p["spec"]["nodeName"] for p in before.values()]  # rank order
     old = {p["metadata"]["uid"] for p in before.values()}
 
     # Rank 2 exits 1 (written as a kubelet reports it: kwok never fails a pod by itself). Its
     # Job fails (backoffLimit 0); the JobSet's failure policy deletes and makes every Job again.
     # Once every old pod ended the gang's plan is released (the JobSet keeps its UID, so the new
-    # pods are the same gang, planned again): the group must land whole in the healthy leaf again.
+    # pods are the same gang, planned again): the group lands whole on its previous hosts again.
     fail(fabric, ns, before[2])
 
     def recreated() -> bool:
@@ -437,7 +439,7 @@ def test_a_failed_trainjob_pod_restarts_the_whole_group_and_it_lands_whole_again
     wait_for("the group recreated as a whole", recreated, timeout=120)
     after = ranked(fabric, ns, 4, node_rank("resume"))
     assert all(labels(p).get("jobset.sigs.k8s.io/restart-attempt") == "1" for p in after.values())
-    assert_in_healthy_leaf(fabric, ns, "resume", after, healthy, degraded)
+    assert assert_in_healthy_leaf(fabric, ns, "resume", after, healthy, degraded) == first  # rank by rank
 
 
 def test_the_trainjob_example_runs_as_one_gang_under_the_real_trainer(

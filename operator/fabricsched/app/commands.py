@@ -94,6 +94,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     run.add_argument("--locality-tolerance", type=float, default=locality.DEFAULT_WAIT.tolerance,
                      metavar="FRACTION",
                      help="a placement within floor x (1 + FRACTION) starts at once (default: %(default)s)")
+    _add_restart_flag(run)
     _add_preemption_flags(run)
     run.add_argument("--prometheus-allow-url", action="append", default=[], metavar="PREFIX",
                      help="a Prometheus URL prefix topologies may name in spec.health.prometheus.url "
@@ -105,6 +106,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     run.add_argument("--verbose", action="store_true", help="debug logs, kopf's included")
     _add_webhook_flags(run)
     run.set_defaults(handler=_run)
+
+
+def _add_restart_flag(run: argparse.ArgumentParser) -> None:
+    run.add_argument("--restart-placement", choices=service.RESTART_PLACEMENTS,
+                     default=_EXTENDER.restart_placement,
+                     help="previous: a gang whose whole group was restarted (a JobSet's failure policy, "
+                          "a TrainJob, a LeaderWorkerSet) within an hour of its plan's release goes back "
+                          "on its previous hosts, else in its previous domain, when that is as good as a "
+                          "fresh plan; fresh: planned from scratch (docs/placement.md) "
+                          "(default: %(default)s)")
 
 
 def _add_preemption_flags(run: argparse.ArgumentParser) -> None:
@@ -218,6 +229,7 @@ def _extender_options(args: argparse.Namespace) -> service.ServiceOptions:
         reservation_ttl_s=args.reservation_ttl,
         max_body_bytes=args.extender_max_body_bytes,
         locality_wait=wait,
+        restart_placement=args.restart_placement,
     )
 
 

@@ -26,6 +26,7 @@ from fabricsched.extender.book import (
     objects,
     path_health,
     pending,
+    released,
     reservations,
     workloads,
 )
@@ -42,6 +43,8 @@ HOUSEKEEPING_INTERVAL_S = 1.0
 RESTORE_RETRY_S = 2.0
 SYNC_POLL_S = 0.1
 NOT_RESTORED = "fabricsched is starting: its reservations are not restored yet"
+RESTART_PLACEMENTS = ("previous", "fresh")
+"""``--restart-placement``: a gang whose whole group restarted goes back where it ran, or not."""
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,10 @@ class ServiceOptions:
     None: plain HTTP."""
     preemption: preempting.PreemptionOptions = field(default_factory=preempting.PreemptionOptions)
     """``--preemption``, ``--preemption-rate``, ``--preemption-evict-kueue`` (docs/preemption.md)."""
+    restart_placement: str = "previous"
+    """``--restart-placement``: ``previous`` plans a gang whose whole group restarted back where
+    it ran when its plan was released within the last hour and that is as good as a fresh plan
+    (docs/placement.md); ``fresh`` plans it from scratch (the behaviour before)."""
 
     def __post_init__(self) -> None:
         if self.max_reserved_gpus_per_namespace < 0:
@@ -76,8 +83,16 @@ class ServiceOptions:
         # The parts check their own bounds: build them once so a bad flag fails at start.
         self.book_options()
         self.server_options()
+        self.releases()
         if self.tls is not None:
             self.tls.context()
+
+    def releases(self) -> released.Releases:
+        """Where released gangs ran, kept for ``--restart-placement previous`` (none for fresh)."""
+        if self.restart_placement not in RESTART_PLACEMENTS:
+            raise ValueError(f"restart placement must be one of {', '.join(RESTART_PLACEMENTS)}, "
+                             f"not {self.restart_placement[:32]!r}")
+        return released.Releases(released.DEFAULT_WINDOW_S if self.restart_placement == "previous" else 0.0)
 
     def book_options(self) -> reservations.BookOptions:
         return reservations.BookOptions(self.reservation_ttl_s)
@@ -126,7 +141,7 @@ class Service:
         """The process's one gang key function (for the fabric page)."""
         self.follower = following.Follower(
             state, self.book, self.writer, clock, owner_cache.key,
-            lambda pod, resource: owner_cache.membership(pod, resource)[1], tracker,
+            lambda pod, resource: owner_cache.membership(pod, resource)[1], tracker, options.releases(),
         )
         self.wakeups: wakeup.WakeUps | None = None
         """Makes the kube-scheduler retry waiting gangs when capacity frees (None: off)."""

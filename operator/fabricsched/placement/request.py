@@ -92,6 +92,16 @@ class PlacementOptions:
 
 
 @dataclass(frozen=True)
+class Previous:
+    """Where a gang ran until its whole group was restarted (its released plan), rank 0 first.
+
+    A hint, not a constraint: ``placement.previous.back`` plans the gang there again only when
+    that is as good as a fresh plan. The caller decides how recent a release still counts."""
+
+    ranks: tuple[ids.NodeName, ...]
+
+
+@dataclass(frozen=True)
 class Plan:
     ranks: tuple[ids.NodeName, ...]
     """Node of every rank, rank 0 first, in fabric order (rule 4)."""

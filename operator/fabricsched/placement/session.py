@@ -20,7 +20,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TypeVar
 
 from fabricsched import ids
-from fabricsched.placement import capacity, patience, placing, request, snapshot
+from fabricsched.placement import capacity, patience, placing, previous, request, snapshot
 from fabricsched.topology import fabric
 
 DomainKey = fabric.DomainKey
@@ -120,11 +120,17 @@ class Session:
         options: request.PlacementOptions = _DEFAULT_OPTIONS,
         candidates: Collection[ids.NodeName] | None = None,
         owner: object = None,
+        before: request.Previous | None = None,
     ) -> request.Plan | request.NoFit:
         """``placing.place`` on this session's snapshot of ``fab``; ``traffic`` defaults to the
-        session's running traffic."""
+        session's running traffic. ``before``: where the gang ran until its whole group was
+        restarted; it goes back there when that is as good (``previous.back``: one more call)."""
         running = self.running.traffic if traffic is None else traffic
-        return placing.place(self.snapshot(fab, owner), free, gang, running, options, candidates)
+        snap = self.snapshot(fab, owner)
+        fresh = placing.place(snap, free, gang, running, options, candidates)
+        if before is None or not isinstance(fresh, request.Plan):
+            return fresh
+        return previous.back(snap, free, gang, running, options, candidates, before, fresh)
 
     def hold_for(
         self, fab: fabric.Fabric, gang: request.GangRequest, plan: request.Plan, waited_s: float,

@@ -10,6 +10,7 @@ import pytest
 
 from fabricsched import cli
 from fabricsched.app import commands
+from fabricsched.extender.book import released
 from fabricsched.placement import request
 from fabricsched.sim import policies
 
@@ -136,3 +137,20 @@ def test_the_per_namespace_reservation_limit_defaults_to_none_and_reaches_the_ex
     assert flagged.extender.max_reserved_gpus_per_namespace == 64
     with pytest.raises(ValueError, match=r"^--max-reserved-gpus-per-namespace: "):
         commands.options_from(parse(tmp_path, "--max-reserved-gpus-per-namespace", "-1"))
+
+
+def test_restart_placement_defaults_to_previous_and_fresh_restores_the_old_behaviour(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    default = commands.options_from(parse(tmp_path)).extender
+    assert default.restart_placement == "previous"
+    assert default.releases().window_s == released.DEFAULT_WINDOW_S
+    fresh = commands.options_from(parse(tmp_path, "--restart-placement", "fresh")).extender
+    assert fresh.restart_placement == "fresh" and fresh.releases().window_s == 0
+    with pytest.raises(SystemExit):
+        parse(tmp_path, "--restart-placement", "same")
+    assert "invalid choice: 'same'" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli.main(["run", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--restart-placement {previous,fresh}" in text and "(default: previous)" in text

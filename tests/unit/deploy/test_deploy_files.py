@@ -20,6 +20,7 @@ import fabricsched
 from fabricsched.api import schedconfig
 from fabricsched.api import topology as api
 from fabricsched.cluster import binaries
+from fabricsched.extender import service
 from fabricsched.extender.decide import locality
 from fabricsched.placement import patience
 
@@ -102,6 +103,16 @@ def test_chart_locality_wait_is_the_products_one_default() -> None:
     assert values["localityTolerance"] == shipped.tolerance
     wait_schema = schema["properties"]["fabricsched"]["properties"]["localityWait"]
     assert wait_schema["default"] == values["localityWait"]
+
+
+def test_chart_restart_placement_is_the_products_default() -> None:
+    values = _yaml(CHART / "values.yaml")["fabricsched"]
+    schema = json.loads((CHART / "values.schema.json").read_text(encoding="utf-8"))
+    shipped = service.ServiceOptions().restart_placement
+    assert values["restartPlacement"] == shipped
+    declared = schema["properties"]["fabricsched"]["properties"]["restartPlacement"]
+    assert declared["default"] == shipped
+    assert declared["enum"] == list(service.RESTART_PLACEMENTS)
 
 
 # --- the image ------------------------------------------------------------------------------

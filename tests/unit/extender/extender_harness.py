@@ -97,6 +97,7 @@ class Harness:
         owner_fetcher: owners.OwnerFetcher | None = None,
         pods: pod_identity.PodLookup | None = None,
         registry: prometheus_client.CollectorRegistry | None = None,
+        restart_placement: str = "previous",
     ) -> None:
         """``state`` and ``store``: a restarted process on the same cluster and API server."""
         self.clock = Clock()
@@ -116,7 +117,8 @@ class Harness:
         self.events = EventLog()
         self.service = extender_service.Service(
             self.state, self.store, None, self.events, self.clock,
-            extender_service.ServiceOptions(reservation_ttl_s=ttl_s), registry=registry,
+            extender_service.ServiceOptions(reservation_ttl_s=ttl_s, restart_placement=restart_placement),
+            registry=registry,
             owner_fetcher=owner_fetcher, pods=pods,
         )
         if options is not None:

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable
 from fabricsched import gangs, ids
 from fabricsched.api.placement import PlacementPhase
 from fabricsched.extender.book import path_health as path_health_module
+from fabricsched.extender.book import released as released_module
 from fabricsched.extender.book import reservations, sink
 from fabricsched.ports import changes, jobs, views
 from fabricsched.topology import nodes
@@ -46,6 +47,7 @@ class Follower:
         key: Callable[[nodes.PodUsage], ids.GangKey],
         rank: RankOf,
         path_health: path_health_module.PathHealth | None = None,
+        released: released_module.Releases | None = None,
     ) -> None:
         self.key = key
         """The process's one key function (``gangs.key_of`` over the owners the extender read)."""
@@ -53,6 +55,8 @@ class Follower:
         """A member pod's own rank (``gangs.membership``), given its gang's GPU resource."""
         self.state = state
         self.path_health = path_health
+        self.released = released if released is not None else released_module.Releases()
+        """Where released gangs ran, for a while: a group restarted as a whole goes back there."""
         self.book = book
         self.writer = writer
         self.clock = clock
@@ -122,6 +126,7 @@ class Follower:
         final = self.book.release(key, reason)
         self._bound.pop(key, None)
         if final is not None:
+            self.released.remember(final, self.clock())
             self.writer.submit(final)
 
     def housekeeping(self) -> None:
@@ -220,6 +225,7 @@ class Follower:
                 if pending is not None:
                     pending(entry)
             if not entry.active:
+                self.released.restore(entry, self.clock())  # its gang may come back (``released``)
                 continue
             if entry.phase == PlacementPhase.RESERVED and not entry.expires_at:
                 # Created by a plan whose status write never landed: held for a full TTL from now.

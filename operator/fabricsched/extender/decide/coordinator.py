@@ -259,13 +259,13 @@ class Coordinator:
         lost = 0 < len(bound) < gang.size
         fresh: reservations.Entry | request.NoFit
         if lost:
-            # Its plan was lost with pods bound (a stop before the object landed, a deletion):
-            # the other ranks go near them, with no locality wait (the gang has started).
+            # Its plan was lost with pods bound: the others go near them, with no locality wait.
             fresh = planning.around(inputs, gang, snapshot.name, bound, candidates, self.options.placement)
         else:
             # The scheduler's names as they came: the engine masks its fabric's hosts with them,
             # so names outside the fabric restrict nothing and need no per-node filtering here.
-            made = planning.plan(inputs, gang, candidates, self.options.placement)
+            made = planning.plan(inputs, gang, candidates, self.options.placement,
+                                 self.follower.released.previous(gang.key, snapshot.name, self.clock()))
             held = made if isinstance(made, request.NoFit) else self._hold(asked, gang, made, inputs)
             if isinstance(held, FilterAnswer):
                 return held

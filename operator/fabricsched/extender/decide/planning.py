@@ -45,9 +45,10 @@ class Inputs:
     def place(
         self, gang: request.GangRequest, options: request.PlacementOptions,
         candidates: Collection[ids.NodeName], free: Mapping[ids.NodeName, int] | None = None,
+        before: request.Previous | None = None,
     ) -> request.Plan | request.NoFit:
         return self.session.place(self.fabric, self.free() if free is None else free, gang, self.traffic,
-                                  options, candidates, owner=self.snapshot.name)
+                                  options, candidates, owner=self.snapshot.name, before=before)
 
 
 def inputs(
@@ -110,12 +111,14 @@ def plan(
     gang: gangs.GangIdentity,
     candidates: Collection[ids.NodeName],
     options: request.PlacementOptions,
+    before: request.Previous | None = None,
 ) -> request.Plan | request.NoFit:
-    """A whole-gang plan among ``candidates``."""
+    """A whole-gang plan among ``candidates``; ``before``: where the gang ran until its whole
+    group was restarted (it goes back there when that is as good: ``placement.previous``)."""
     ask = gang_request(gang, inputs.fabric)
     if isinstance(ask, request.NoFit):
         return ask
-    return inputs.place(ask, options, candidates)
+    return inputs.place(ask, options, candidates, before=before)
 
 
 def new_entry(
