@@ -26,7 +26,7 @@ import scale_wire as wire
 from fabricsched.cluster import kwok, samples
 
 LOW, HIGH = ("bench-low", -100), ("bench-high", 1000)
-DECIDED = re.compile(r"\(decided in ([0-9.]+) ms\)")
+DECIDED = re.compile(r"\(decided in ([0-9.]+) ms(?:, ([0-9.]+) of them waiting for the API)?\)")
 
 
 class Bench(Protocol):
@@ -78,6 +78,7 @@ def run(bench: Bench, summary: Callable[[Sequence[float]], dict[str, float]]) ->
     cl.namespace(api, "high", args.timeout)
     baseline = bench.pods_seen()
     decided: list[float] = []
+    waited: list[float] = []
     bound_s: list[float] = []
     passthrough: list[float] = []
     for turn in range(args.preemption_rounds):
@@ -102,16 +103,21 @@ def run(bench: Bench, summary: Callable[[Sequence[float]], dict[str, float]]) ->
         # The round's line is logged after its last eviction, and the gang may bind before it.
         decided += cl.wait_for("the round's decision logged", functools.partial(_decisions, bench, log_start),
                                30, 0.1)
+        waited += _waits(bench, log_start)
         api.request("DELETE", f"/apis/batch/v1/namespaces/high/jobs/{job}", {"propagationPolicy": "Orphan"})
         cl.each(lambda p: kwok.delete_now(api, "high", p["metadata"]["name"]), cl.pods(api, "high"))
         cl.wait_for("the high gang gone", lambda: not cl.pods(api, "high"), args.timeout, 0.2)
+        # An evicted pod still terminating is not recreated below: wait until it is gone, or
+        # the next gang finds its GPUs free and binds without a preemption.
+        cl.wait_for("the victims gone", lambda: not any(
+            p["metadata"].get("deletionTimestamp") for p in cl.pods(api, "low")), args.timeout, 0.2)
         present = {p["metadata"]["name"] for p in cl.pods(api, "low")}
         cl.each(create_low, [item for item in low if f"{item[0]}-{item[1]}" not in present])
         # The next gang must find the fabric full in fabricsched's state too.
         cl.wait_for("the victim back in fabricsched's state", lambda: bench.pods_seen() == baseline, 60, 0.1)
     bench.result["preemption"] = {
         "low_gangs": len(leaves), "gang_pods": args.preemption_gang, "gpus_per_pod": gpus,
-        "decision_ms": summary(decided), "bound_ms": summary(bound_s),
+        "decision_ms": summary(decided), "api_wait_ms": summary(waited), "bound_ms": summary(bound_s),
         "passthrough_ms": summary(passthrough)}
     cl.clean(api, "high")
     cl.clean(api, "low")
@@ -122,3 +128,9 @@ def _decisions(bench: Bench, log_start: int) -> list[float]:
     """Decision times (s) the operator logged after line ``log_start``."""
     lines = bench.operator.log.read_text(errors="replace").splitlines()[log_start:]
     return [float(m.group(1)) / 1000 for line in lines if (m := DECIDED.search(line))]
+
+
+def _waits(bench: Bench, log_start: int) -> list[float]:
+    """Of those decisions, the time (s) spent waiting for namespaces and budgets (logged since)."""
+    lines = bench.operator.log.read_text(errors="replace").splitlines()[log_start:]
+    return [float(m.group(2)) / 1000 for line in lines if (m := DECIDED.search(line)) and m.group(2)]

@@ -20,7 +20,8 @@ one the pass over every pod gives (tests/unit/extender/decide/test_running_index
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+import asyncio
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from fabricsched import ids
@@ -57,6 +58,26 @@ class RunningIndex:
         self, pods: Mapping[PodKey, nodes.PodUsage], hosts: Mapping[ids.NodeName, object], resource: str
     ) -> dict[ids.GangKey, list[nodes.PodUsage]]:
         """Every GPU workload on ``hosts`` (active pods holding ``resource``), by gang key."""
+        self._on_fabric(hosts, resource)
+        if len(self._keys) > 2 * len(pods) + 1024:  # deleted pods: forget them now and then
+            self._keys = {k: v for k, v in self._keys.items() if k in pods}
+        return self._grouped_by_key(pods.items(), hosts)
+
+    async def warm(
+        self, pods: Mapping[PodKey, nodes.PodUsage], hosts: Mapping[ids.NodeName, object], resource: str,
+        chunk: int = 2000,
+    ) -> None:
+        """Every pod's key computed ahead of the first decision, the loop handed back every
+        ``chunk`` pods (30,000 keys take a few hundred ms: the first decision paid them)."""
+        self._on_fabric(hosts, resource)
+        items = list(pods.items())  # the state's dict may change while the loop is handed back
+        for start in range(0, len(items), chunk):
+            self._grouped_by_key(items[start:start + chunk], hosts)
+            await asyncio.sleep(0)
+
+    def _on_fabric(self, hosts: Mapping[ids.NodeName, object], resource: str) -> None:
+        """Forget what no longer holds: every key on another fabric or resource, the keys that
+        read the owner cache once it changed."""
         version = self._owners.version
         # A fabric rebuilt (a node's health moved) keeps its hosts: a set comparison, in C.
         if self._on is None or self._on[1] != resource or (
@@ -69,11 +90,14 @@ class RunningIndex:
                 self._keys.pop(gone, None)
             self._grouped.clear()
         self._on = (hosts, resource, version)
-        if len(self._keys) > 2 * len(pods) + 1024:  # deleted pods: forget them now and then
-            self._keys = {k: v for k, v in self._keys.items() if k in pods}
+
+    def _grouped_by_key(
+        self, pods: Iterable[tuple[PodKey, nodes.PodUsage]], hosts: Mapping[ids.NodeName, object],
+    ) -> dict[ids.GangKey, list[nodes.PodUsage]]:
+        resource = self._on[1] if self._on is not None else ""
         keys = self._keys
         out: dict[ids.GangKey, list[nodes.PodUsage]] = {}
-        for at, pod in pods.items():
+        for at, pod in pods:
             seen = keys.get(at)
             if seen is not None and seen[0] is pod:
                 key = seen[1]
@@ -100,7 +124,7 @@ class RunningIndex:
         """The workloads of ``groups`` of priority below ``below`` as victim candidates, each
         kept from the last decision when nothing it is made of changed. ``namespace_of`` is read
         once per namespace that has one; ``patterns`` are the plans' (all-to-all without one)."""
-        made, out = self._made, []
+        made, out, built = self._made, [], 0
         namespaces: dict[str, Namespace] = {}
         # Thousands of workloads at 5,000 nodes, most of them one pod: one plain loop.
         for key, pods in groups.items():
@@ -124,6 +148,9 @@ class RunningIndex:
             candidate = _candidate(key, pods, priority, facts, pattern, now, fab, resource)
             made[key] = ((facts, pattern), now if unstarted else None, candidate)
             out.append(candidate)
+            built += 1
+            if built % 1000 == 0:  # the first decision builds thousands: let /filter in between
+                await asyncio.sleep(0)
         if len(made) > 2 * len(groups) + 1024:  # workloads gone: forget them now and then
             self._made = {k: v for k, v in made.items() if k in groups}
         return out

@@ -126,3 +126,34 @@ def test_a_node_that_leaves_the_fabric_takes_its_pods_out_and_a_health_change_ke
     assert indexed(h, index) == full_pass(h) and len(full_pass(h)) == 3
     h.state.delete_node("l1-h0")
     assert indexed(h, index) == full_pass(h) and len(full_pass(h)) == 2
+
+
+def test_warming_computes_every_key_ahead_in_chunks_and_the_decision_then_computes_none(
+        harness: Harness) -> None:
+    h = harness
+    index = running.RunningIndex(h.coordinator.owners)
+    hosts = sorted(h.state.nodes)
+    for i in range(25):
+        pod = make_pod(f"w{i}", "train").gpus(1).on(hosts[i % len(hosts)])
+        if i % 5 == 0:
+            pod.gang(f"g{i}", 4)
+        h.state.apply_pod(pod.build())
+    snap = h.state.snapshot(next(iter(h.state.topologies)))
+    assert snap is not None
+    h.run(index.warm(h.state.pods, snap.fabric.hosts, GPU, chunk=4))
+    computed: list[str] = []
+    key = h.coordinator.owners.key
+
+    def counted(pod: nodes.PodUsage) -> ids.GangKey:
+        computed.append(pod.name)
+        return key(pod)
+
+    expected = full_pass(h)
+    h.coordinator.owners.key = counted  # type: ignore[method-assign]
+    assert indexed(h, index) == expected
+    assert computed == [], "warmed: the decision computes no key"
+    h.state.apply_pod(make_pod("late", "train").gpus(1).on(hosts[0]).build())
+    found = indexed(h, index)
+    assert computed == ["late"], "a pod that came later: its key alone"
+    h.coordinator.owners.key = key  # type: ignore[method-assign]
+    assert found == full_pass(h)
