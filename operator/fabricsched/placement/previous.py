@@ -51,7 +51,7 @@ def back(
     if _hosts_take_ranks(fab, free, gang, previous.ranks, candidates):
         area, why = set(known), SAME_HOSTS
     else:
-        home = _home(fab, known)
+        home = fab.home_of(known)
         if home is None:
             return fresh  # it spanned the whole fabric: nothing narrower to go back to
         area = set(fab.domains[home].hosts)
@@ -97,15 +97,6 @@ def _hosts_take_ranks(
         if free.get(node, 0) < count * gang.gpus_per_pod:
             return False
     return True
-
-
-def _home(fab: fabric.Fabric, hosts: Sequence[ids.NodeName]) -> fabric.DomainKey | None:
-    """The lowest domain holding every host in ``hosts`` (None: they span the top tier)."""
-    for tier in range(len(fab.tiers)):
-        names = {fab.hosts[h].path[tier] for h in hosts}
-        if len(names) == 1:
-            return (tier, next(iter(names)))
-    return None
 
 
 def _rank_by_rank(

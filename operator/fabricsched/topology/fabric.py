@@ -109,6 +109,15 @@ class Fabric:
     def domain_of(self, host: ids.NodeName, tier: int) -> Domain:
         return self.domains[(tier, self.hosts[host].path[tier])]
 
+    def home_of(self, hosts: Iterable[ids.NodeName]) -> DomainKey | None:
+        """The lowest domain holding every host in ``hosts`` (None: they span the top tier)."""
+        paths = [self.hosts[h].path for h in hosts]
+        for tier in range(len(self.tiers)):
+            names = {path[tier] for path in paths}
+            if len(names) == 1:
+                return (tier, next(iter(names)))
+        return None
+
     def tier_domains(self, tier: int) -> Iterator[Domain]:
         return (d for d in self.domains.values() if d.tier == tier)
 

@@ -212,7 +212,7 @@ def _areas(
     """Where to look for the moving ranks, nearest the staying ones first."""
     if not staying:
         return [usable]
-    home = _home(fab, staying)
+    home = fab.home_of(staying)
     lowest = home[0] if home is not None else len(fab.tiers)
     top = part.tier if part.required and part.tier is not None else len(fab.tiers) - 1
     areas = [set(fab.domain_of(staying[0], tier).hosts) & usable for tier in range(lowest, top + 1)]
@@ -261,15 +261,6 @@ def _best_in(
         if math.isfinite(slowdown) and (best is None or slowdown < best[0] - 1e-9):
             best = (slowdown, made)
     return best[1] if best is not None else why
-
-
-def _home(fab: fabric.Fabric, hosts: Sequence[ids.NodeName]) -> fabric.DomainKey | None:
-    """The lowest domain holding every host in ``hosts`` (None: they span the top tier)."""
-    for tier in range(len(fab.tiers)):
-        names = {fab.hosts[h].path[tier] for h in hosts}
-        if len(names) == 1:
-            return (tier, next(iter(names)))
-    return None
 
 
 def _named(
