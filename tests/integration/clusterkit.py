@@ -11,7 +11,7 @@ import itertools
 import os
 import subprocess
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -77,6 +77,22 @@ def new_namespace(api: rest.Client, prefix: str) -> str:
     return name
 
 
+def create_nodes(api: rest.Client, manifests: Sequence[Mapping[str, Any]]) -> list[str]:
+    """``nodes.create``, back once kwok holds the Lease of every new node.
+
+    kwok plays a pod only on a node whose Lease it holds, and looks the Lease up in its own
+    cache: a pod bound to a node whose Lease kwok had just created, but not yet seen come back,
+    is skipped and nothing plays it later (kwok v0.8.0). Pods created after this are safe."""
+    names = nodes.create(api, manifests, datetime.datetime.now(datetime.UTC))
+    leases = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases"
+
+    def held() -> bool:
+        items = api.call("GET", leases).get("items") or []
+        return set(names) <= {i["metadata"]["name"] for i in items if i["spec"].get("holderIdentity")}
+    wait_for("kwok to hold the new nodes' Leases", held)
+    return names
+
+
 class NodeFactory:
     """Creates GPU nodes with topograph leaf/spine labels and this test's group label.
 
@@ -106,7 +122,7 @@ class NodeFactory:
                 samples.TOPOGRAPH.spine: spine, GROUP_LABEL: self.group, **(labels or {}),
             })
             manifests.append(manifest)
-        names = nodes.create(self.api, manifests, datetime.datetime.now(datetime.UTC))
+        names = create_nodes(self.api, manifests)
         self.created.extend(names)
         return names
 

@@ -17,7 +17,6 @@ own module fixture with it.
 from __future__ import annotations
 
 import contextlib
-import datetime
 import itertools
 import os
 import signal
@@ -29,10 +28,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-from clusterkit import find_binaries_or_skip, install_crds, new_namespace, stop_process
+from clusterkit import create_nodes, find_binaries_or_skip, install_crds, new_namespace, stop_process
 from waiting import wait_for
 
-from fabricsched.cluster import admission, commands, controlplane, kwok, nodes, processes, rest, samples
+from fabricsched.cluster import admission, commands, controlplane, kwok, processes, rest, samples
 
 REPO = Path(__file__).resolve().parents[2]
 TOPOLOGY = "ib-test"
@@ -154,7 +153,7 @@ class Fabric:
             labels = m["metadata"]["labels"]
             self.leaf_of[m["metadata"]["name"]] = labels[samples.TOPOGRAPH.leaf]
             self.spine_of[m["metadata"]["name"]] = labels[samples.TOPOGRAPH.spine]
-        return nodes.create(self.api, list(manifests), datetime.datetime.now(datetime.UTC))
+        return create_nodes(self.api, manifests)
 
     def add_topology(self, manifest: dict[str, Any]) -> None:
         self.api.call("POST", TOPOLOGIES, manifest)

@@ -8,7 +8,6 @@ Job's ``podFailurePolicy`` ignores ``DisruptionTarget``, as docs/preemption.md a
 from __future__ import annotations
 
 import contextlib
-import datetime
 import json
 import os
 import subprocess
@@ -20,10 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from clusterkit import find_binaries_or_skip, new_namespace, stop_process
+from clusterkit import create_nodes, find_binaries_or_skip, new_namespace, stop_process
 from waiting import wait_for
 
-from fabricsched.cluster import commands, controlplane, kwok, nodes, processes, rest, samples
+from fabricsched.cluster import commands, controlplane, kwok, processes, rest, samples
 
 REPO = Path(__file__).resolve().parents[2]
 TOPOLOGY = "ib-preempt"
@@ -291,7 +290,7 @@ def preemption_cluster(root: Path) -> Iterator[Fabric]:
                 "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
                 "metadata": {"name": f"pt-{name}"}, "value": value, "preemptionPolicy": policy})
         manifests = samples.sample_fabric(spines=2, leaves_per_spine=2, hosts_per_leaf=4, gpus=8)
-        nodes.create(api, manifests, datetime.datetime.now(datetime.UTC))
+        create_nodes(api, manifests)
         topology = samples.demo_topology(TOPOLOGY)
         topology["spec"]["links"] = []
         api.call("POST", "/apis/fabricsched.io/v1alpha1/fabrictopologies", topology)

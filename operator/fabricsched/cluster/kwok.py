@@ -30,6 +30,9 @@ FINISH_ANNOTATION = "fabricsched.io/kwok-finish"
 """Set to ``Succeeded`` or ``Failed`` on a Running pod: kwok ends its containers that way."""
 Phase = Literal["Running", "Succeeded", "Failed"]
 FINISHED: tuple[Phase, ...] = ("Succeeded", "Failed")
+NUDGE_ANNOTATION = "fabricsched.io/kwok-nudge"
+"""Set by ``wait_phase`` on a bound pod kwok left Pending: the event makes kwok look again."""
+NUDGE_AFTER = 5.0
 
 POD_CIDR = "10.244.0.0/16"
 """Pod IPs kwok hands out; apart from the Service range."""
@@ -184,8 +187,15 @@ def _pod_path(namespace: str, name: str) -> str:
 
 def wait_phase(api: rest.Client, namespace: str, name: str, phase: Phase, timeout: float = 30.0,
                ) -> dict[str, Any]:
-    """The pod once kwok reports ``phase``; ``ClusterError`` after ``timeout`` s."""
-    deadline = time.monotonic() + timeout
+    """The pod once kwok reports ``phase``; ``ClusterError`` after ``timeout`` s.
+
+    A pod still Pending ``NUDGE_AFTER`` s after it was bound is touched (an annotation that
+    counts the touches): kwok skips a pod bound to a node whose Lease it created but had not
+    yet seen come back in its own cache, and only a new event about the pod makes it look
+    again (kwok v0.8.0)."""
+    started = time.monotonic()
+    deadline = started + timeout
+    nudges = 0
     while True:
         pod: dict[str, Any] = api.call("GET", _pod_path(namespace, name))
         current = (pod.get("status") or {}).get("phase")
@@ -194,7 +204,12 @@ def wait_phase(api: rest.Client, namespace: str, name: str, phase: Phase, timeou
         if current in FINISHED or time.monotonic() > deadline:
             raise errors.ClusterError(
                 f"pod {namespace}/{name} is {current}, not {phase} after {timeout:.0f} s "
-                f"(bound to {pod['spec'].get('nodeName') or 'no node'})")
+                f"(bound to {pod['spec'].get('nodeName') or 'no node'}; touched {nudges} times)")
+        if (current == "Pending" and pod["spec"].get("nodeName")
+                and time.monotonic() - started > NUDGE_AFTER * (nudges + 1)):
+            nudges += 1
+            api.call("PATCH", _pod_path(namespace, name),
+                     {"metadata": {"annotations": {NUDGE_ANNOTATION: str(nudges)}}}, rest.MERGE_PATCH)
         time.sleep(0.1)
 
 
