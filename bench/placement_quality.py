@@ -108,7 +108,8 @@ def sweep(folder: Path, loads: list[float], paths: list[Path], seed: int) -> str
 
 
 def timeouts(
-    folder: Path, loads: list[float], paths: list[Path], waits: list[float], tolerance: float
+    folder: Path, loads: list[float], paths: list[Path], waits: list[float], tolerance: float,
+    hold_limit: float = WAIT.hold_limit,
 ) -> str:
     """``fabric`` with each locality-wait timeout on the sweep's traces (timeout 0: no wait).
 
@@ -121,7 +122,7 @@ def timeouts(
         scn = _load(folder, trace)
         before = None
         for timeout in waits:
-            wait = request.LocalityWait(timeout, tolerance)
+            wait = request.LocalityWait(timeout, tolerance, hold_limit)
             s = results.summarize(engine.simulate(scn, policies.make("fabric", 0, wait)))
             held = s["held_for_locality_mean_s"]
             stretch = s["stretch_mean"]
@@ -149,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeouts", help="with --sweep: comma-separated locality-wait timeouts (s) "
                         "to compare for fabric on the sweep's traces")
     parser.add_argument("--tolerance", type=float, default=WAIT.tolerance, help="with --timeouts")
+    parser.add_argument("--hold-limit", type=float, default=WAIT.hold_limit, help="with --timeouts")
     parser.add_argument("--no-main", action="store_true", help="skip the sample traces (jobs.csv) and plots")
     args = parser.parse_args(argv)
     folders = ([args.examples / f for f in args.fabric] if args.fabric
@@ -164,8 +166,9 @@ def main(argv: list[str] | None = None) -> int:
             print(title + "\n\n" + sweep(folder, loads, paths, args.seed) + "\n", flush=True)
             if args.timeouts:
                 waits = [float(x) for x in args.timeouts.split(",")]
+                table = timeouts(folder, loads, paths, waits, args.tolerance, args.hold_limit)
                 print(f"### {folder.name}: locality-wait timeouts (trace seed {args.trace_seed})\n\n"
-                      + timeouts(folder, loads, paths, waits, args.tolerance) + "\n", flush=True)
+                      + table + "\n", flush=True)
     return 0
 
 

@@ -94,6 +94,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     run.add_argument("--locality-tolerance", type=float, default=locality.DEFAULT_WAIT.tolerance,
                      metavar="FRACTION",
                      help="a placement within floor x (1 + FRACTION) starts at once (default: %(default)s)")
+    run.add_argument("--locality-hold-limit", type=float, default=locality.DEFAULT_WAIT.hold_limit,
+                     metavar="TIMEOUTS",
+                     help="the longest a gang is held in all, in timeouts, from its first hold: a held gang "
+                          "that lost its fit is held afresh once it fits again, within this limit; 1 = one "
+                          "hold only (default: %(default)s)")
     _add_restart_flag(run)
     _add_preemption_flags(run)
     run.add_argument("--prometheus-allow-url", action="append", default=[], metavar="PREFIX",
@@ -208,7 +213,7 @@ def options_from(args: argparse.Namespace) -> run_options.RunOptions:
 
 
 def _extender_options(args: argparse.Namespace) -> service.ServiceOptions:
-    wait = locality.cluster_default(args.locality_wait, args.locality_tolerance)
+    wait = locality.cluster_default(args.locality_wait, args.locality_tolerance, args.locality_hold_limit)
     _flagged("--extender-address", lambda: service.split_address(args.extender_address))
     _flagged("--reservation-ttl", lambda: service.ServiceOptions(reservation_ttl_s=args.reservation_ttl))
     _flagged("--extender-max-body-bytes",

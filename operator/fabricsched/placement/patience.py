@@ -55,7 +55,8 @@ not what a gang above its floor lacks, so waiting longer rarely finds a better p
 UNSATURATED_CAP_S = 600.0
 """Longest hold while the fabric is not saturated (``UNSATURATED_FREE``)."""
 
-DEFAULT_LOCALITY_WAIT = request.LocalityWait(timeout_s=14400.0, tolerance=0.05)
+DEFAULT_LOCALITY_WAIT = request.LocalityWait(timeout_s=14400.0, tolerance=0.05,
+                                             hold_limit=request.DEFAULT_HOLD_LIMIT)
 """The shipped wait for locality: ``fabricsched run --locality-wait`` (and the chart's
 ``fabricsched.localityWait``) and ``fabricsched simulate``'s ``fabric`` policy both default to
 it. Chosen on the simulator's load sweep (docs/benchmark.md "Waiting for locality: the
@@ -91,22 +92,46 @@ def within(slowdown: float, floor: float, tolerance: float) -> bool:
     return slowdown <= floor * (1 + tolerance) + _SLACK
 
 
+@dataclass(frozen=True)
+class Held:
+    """How long a gang has been held for locality so far."""
+
+    this_s: float = 0.0
+    """Since this hold began: its first plan, or its first plan after it lost its fit."""
+    total_s: float = 0.0
+    """Since its first hold."""
+
+
+
 def decide(
-    plan: request.Plan, floor: float, waited_s: float, wait: request.LocalityWait, free_share: float = 0.0
+    plan: request.Plan, floor: float, held: Held, wait: request.LocalityWait, free_share: float = 0.0
 ) -> Decision:
     """Start ``plan`` now, or hold the gang for a plan within ``wait.tolerance`` of ``floor``.
 
     ``floor`` is the gang's slowdown alone in the empty healthy fabric of the hosts it may use
-    (``Floors.slowdown``); ``waited_s`` how long the gang has been held so far; ``free_share``
-    the share of those hosts' GPUs free now. A gang is held only while the wait is on, its plan
-    is above floor x (1 + tolerance), and it has waited less than the timeout, which is capped
-    at ``UNSATURATED_CAP_S`` while the fabric is not saturated.
+    (``Floors.slowdown``); ``held`` how long the gang has been held so far; ``free_share`` the
+    share of those hosts' GPUs free now. A gang is held only while the wait is on, its plan is
+    above floor x (1 + tolerance), this hold is shorter than the timeout (capped at
+    ``UNSATURATED_CAP_S`` while the fabric is not saturated), and its first hold less than
+    ``wait.hold_limit`` timeouts old. A held gang loses its fit when the jobs behind it take its
+    hosts (a hold reserves nothing); holding it afresh once it fits again gives it the same
+    chance of a plan near its floor, and the limit keeps it from being held for ever: asked
+    once its first hold is that old, it starts. The caller is told to ask again by the end of
+    this hold, not by the limit: started at an arbitrary moment, a gang takes whatever is free
+    then, while the next ask usually comes with capacity that came back (measured on the
+    simulator's ladder of waits, docs/benchmark.md).
     """
+    waited_s = held.total_s if wait.hold_limit <= 1 else held.this_s
     if not wait.enabled or within(plan.comm_slowdown, floor, wait.tolerance):
-        if wait.enabled and waited_s > 0 and plan.comm_slowdown > 1 + _SLACK:
+        if wait.enabled and held.total_s > 0 and plan.comm_slowdown > 1 + _SLACK:
             return Start(f"within {_pct(wait.tolerance)} of its floor {floor:.2f}x after waiting "
-                         f"{waited_s:.0f} s: {plan.comm_slowdown:.2f}x")
+                         f"{held.total_s:.0f} s: {plan.comm_slowdown:.2f}x")
         return Start()
+    limit = wait.hold_limit * wait.timeout_s
+    if wait.hold_limit > 1 and held.total_s >= limit - _CLOCK_SLACK_S:
+        return Start(f"held {held.total_s:.0f} s in all ({wait.hold_limit:g}x the timeout "
+                     f"{wait.timeout_s:.0f} s) for a placement within {_pct(wait.tolerance)} of its "
+                     f"floor {floor:.2f}x: starting at {plan.comm_slowdown:.2f}x")
     timeout = wait.timeout_s
     if free_share > UNSATURATED_FREE:
         timeout = min(timeout, UNSATURATED_CAP_S)
@@ -229,7 +254,7 @@ def hold_for(
     fab: fabric.Fabric,
     gang: request.GangRequest,
     plan: request.Plan,
-    waited_s: float,
+    held: Held,
     wait: request.LocalityWait,
     free: Mapping[ids.NodeName, int] | None = None,
     eligible: frozenset[ids.NodeName] | None = None,
@@ -241,8 +266,8 @@ def hold_for(
         return Start()
     floor = floors.slowdown(fab, gang.pods, gang.gpus_per_pod, gang.pattern, eligible=eligible)
     if free is None or within(plan.comm_slowdown, floor, wait.tolerance):
-        return decide(plan, floor, waited_s, wait)  # the free share is only read for a hold
-    return decide(plan, floor, waited_s, wait, free_share(fab, free, eligible))
+        return decide(plan, floor, held, wait)  # the free share is only read for a hold
+    return decide(plan, floor, held, wait, free_share(fab, free, eligible))
 
 
 def free_share(fab: fabric.Fabric, free: Mapping[ids.NodeName, int],
@@ -254,34 +279,39 @@ def free_share(fab: fabric.Fabric, free: Mapping[ids.NodeName, int],
 
 
 class Clocks:
-    """When each gang not yet started began waiting: the earliest start the caller has told.
+    """When each gang not yet started began its hold, and its first hold.
 
-    The extender passes its pods' creation times, the simulator the job's submission time.
-
-    Any pod of a held gang may be the next one the kube-scheduler asks about; keeping the
-    earliest creation time seen makes the wait the gang's, not the pod's. A pod without a
-    creation time (never from the API server) counts from when the extender first saw it.
+    Any pod of a held gang may be the next one the kube-scheduler asks about; the clock is the
+    gang's, not the pod's. ``lost_fit`` ends the current hold (the gang had no plan when asked):
+    its next plan starts a new one, while the first hold is kept for ``LocalityWait.hold_limit``.
     """
 
     def __init__(self) -> None:
-        self._started: dict[ids.GangKey, tuple[float, float]] = {}
-        """gang -> (start of its wait, last time asked about)."""
+        self._started: dict[ids.GangKey, tuple[float | None, float, float]] = {}
+        """gang -> (start of this hold or None after a lost fit, start of its first, last time asked)."""
 
-    def waited(self, key: ids.GangKey, created: float | None, now: float) -> float:
-        """Seconds gang ``key`` has waited, ``created`` being the asking pod's creation time."""
-        start = now if created is None else min(created, now)
+    def waited(self, key: ids.GangKey, now: float) -> Held:
+        """How long gang ``key``, which has a plan now, has been held: its clock starts now if
+        it has none (or lost its fit since it was last held)."""
+        known = self._started.get(key)
+        start, first = (now, now) if known is None else (known[0], known[1])
+        if start is None:
+            start = now
+        self._started[key] = (start, first, now)
+        return Held(now - start, now - first)
+
+    def lost_fit(self, key: ids.GangKey, now: float) -> None:
+        """Gang ``key`` had no plan when asked: its current hold ends (a held gang only)."""
         known = self._started.get(key)
         if known is not None:
-            start = min(start, known[0])
-        self._started[key] = (start, now)
-        return now - start
+            self._started[key] = (None, known[1], now)
 
     def forget(self, key: ids.GangKey) -> None:
         self._started.pop(key, None)
 
     def prune(self, now: float) -> None:
         """Drop gangs not asked about for ``FORGET_AFTER_S`` (deleted while waiting)."""
-        self._started = {k: v for k, v in self._started.items() if now - v[1] < FORGET_AFTER_S}
+        self._started = {k: v for k, v in self._started.items() if now - v[2] < FORGET_AFTER_S}
 
     def __len__(self) -> int:
         return len(self._started)

@@ -54,6 +54,15 @@ class Slices:
     required: bool = True
 
 
+DEFAULT_HOLD_LIMIT = 2.0
+"""``LocalityWait.hold_limit`` as shipped: chosen on the simulator's ladder of waits
+(docs/benchmark.md "The short-wait anomaly"), where re-holding a gang that lost its fit, up to
+twice the timeout from its first hold, keeps a longer wait from ever doing worse than a
+shorter one."""
+MAX_HOLD_LIMIT = 10.0
+"""A larger limit would let one gang be held for most of a day per hour of timeout."""
+
+
 @dataclass(frozen=True)
 class LocalityWait:
     """Hold a gang whose best plan now is well above its floor, for a bounded time.
@@ -69,6 +78,10 @@ class LocalityWait:
     simulator: submission); 0 = start as soon as a plan exists."""
     tolerance: float = 0.05
     """A plan within floor x (1 + tolerance) starts at once."""
+    hold_limit: float = DEFAULT_HOLD_LIMIT
+    """The longest a gang is held in all, in timeouts, counted from its first hold. A held gang
+    that loses its fit (no plan when it is asked) is held afresh once it fits again, within
+    this limit; 1 is one hold only, from the first plan (the rule before re-holds)."""
 
     def __post_init__(self) -> None:
         # A timeout must be finite: the wait is only safe because it always ends.
@@ -76,6 +89,9 @@ class LocalityWait:
             raise ValueError(f"locality wait timeout must be finite and >= 0, got {self.timeout_s}")
         if not (math.isfinite(self.tolerance) and self.tolerance >= 0):
             raise ValueError(f"locality wait tolerance must be finite and >= 0, got {self.tolerance}")
+        if not (math.isfinite(self.hold_limit) and 1 <= self.hold_limit <= MAX_HOLD_LIMIT):
+            raise ValueError(f"locality hold limit must be between 1 and {MAX_HOLD_LIMIT:g} timeouts, "
+                             f"got {self.hold_limit}")
 
     @property
     def enabled(self) -> bool:

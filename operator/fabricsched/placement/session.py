@@ -133,12 +133,12 @@ class Session:
         return previous.back(snap, free, gang, running, options, candidates, before, fresh)
 
     def hold_for(
-        self, fab: fabric.Fabric, gang: request.GangRequest, plan: request.Plan, waited_s: float,
+        self, fab: fabric.Fabric, gang: request.GangRequest, plan: request.Plan, held: patience.Held,
         wait: request.LocalityWait, free: Mapping[ids.NodeName, int] | None = None,
         eligible: frozenset[ids.NodeName] | None = None,
     ) -> patience.Decision:
         """Start ``plan`` now or hold the gang for locality (``patience.hold_for``)."""
-        return patience.hold_for(self.floors, fab, gang, plan, waited_s, wait, free, eligible)
+        return patience.hold_for(self.floors, fab, gang, plan, held, wait, free, eligible)
 
     def floor(self, fab: fabric.Fabric, pods: int, gpus_per_pod: int,
               pattern: capacity.Pattern = capacity.ALL_TO_ALL) -> float:

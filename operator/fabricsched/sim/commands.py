@@ -56,6 +56,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     sim.add_argument("--locality-tolerance", type=float, default=wait.tolerance, metavar="FRACTION",
                      help="fabric policy: a plan within floor x (1 + this) starts at once "
                      f"(default: {wait.tolerance:g})")
+    sim.add_argument("--locality-hold-limit", type=float, default=wait.hold_limit, metavar="TIMEOUTS",
+                     help="fabric policy: the longest a job is held in all, in timeouts, from its first "
+                     "hold (a held job that lost its fit is held afresh once it fits again); 1 = one hold "
+                     f"only; the extender's default too (default: {wait.hold_limit:g})")
     sim.add_argument("--checkpoint-interval", type=float, default=engine.DEFAULT_CHECKPOINT_S,
                      metavar="SECONDS", help="with a priority column in the jobs: a preempted job loses "
                      "the work since its last checkpoint, taken this often "
@@ -125,7 +129,7 @@ def simulate(args: argparse.Namespace) -> int:
         for conflict in scn.conflicts:
             print(f"{args.nodes}: warning: left out of the fabric: {conflict.message}", file=sys.stderr)
     try:
-        wait = request.LocalityWait(args.locality_wait, args.locality_tolerance)
+        wait = request.LocalityWait(args.locality_wait, args.locality_tolerance, args.locality_hold_limit)
     except ValueError as e:
         return _fail(str(e))
     if not (math.isfinite(args.checkpoint_interval) and args.checkpoint_interval >= 0):
@@ -150,7 +154,8 @@ def simulate(args: argparse.Namespace) -> int:
         if name == "fabric":
             # The settings behind the figures; result.json keeps its three top-level keys.
             documents[name]["summary"].update(
-                locality_wait_s=wait.timeout_s, locality_tolerance=wait.tolerance)
+                locality_wait_s=wait.timeout_s, locality_tolerance=wait.tolerance,
+                locality_hold_limit=wait.hold_limit)
         target = args.out / f"result-{name}.json" if args.compare else args.out
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(json.dumps(documents[name], indent=1) + "\n", encoding="utf-8")

@@ -126,7 +126,10 @@ class Simulation:
         self._leaf_slots: dict[int, int] = {}
         self._checker = request.PlacementOptions(health_aware=True)
         self._held_since: dict[int, float] = {}
-        """Jobs a policy held (they fit), and when it first did."""
+        """Jobs a policy holds (they fit), and when this hold began."""
+        self._first_held: dict[int, float] = {}
+        """Jobs a policy held at least once, and when it first did (a job that lost its fit
+        while held is held afresh once it fits again, within the wait's hold limit)."""
         self._wait_over: dict[int, float] = {}
         """The retry event scheduled for each held job."""
 
@@ -237,15 +240,16 @@ class Simulation:
             shape = (job.gpus_per_pod, job.constraint)
             ranks: policies.Placed = None
             if self.free.slots[job.gpus_per_pod] >= job.pods and failed.get(shape, math.inf) > job.pods:
-                # The locality clock starts at the first hold (the first plan), as the extender's.
-                waited = now - self._held_since.get(i, now)
+                # The locality clock starts at the hold (the plan), as the extender's.
+                held = patience.Held(now - self._held_since.get(i, now), now - self._first_held.get(i, now))
                 if job.rank > lowest_queued:
                     # Never held for locality: it would wait while lower-priority jobs start.
-                    waited = math.inf
-                ranks = self.policy.place(self.snapshot, self.free.gpus, self.traffic, job, waited)
+                    held = patience.Held(math.inf, math.inf)
+                ranks = self.policy.place(self.snapshot, self.free.gpus, self.traffic, job, held)
                 if ranks is None:
                     failed[shape] = min(failed.get(shape, job.pods), job.pods)
             if ranks is None:
+                self._held_since.pop(i, None)  # it lost its fit: its next plan starts a new hold
                 key = (*shape, job.rank)
                 if self.preempter is None or unpreempted.get(key, math.inf) <= job.pods:
                     continue
@@ -264,6 +268,7 @@ class Simulation:
 
     def _hold(self, now: float, i: int, wait: patience.Wait) -> None:
         self._held_since.setdefault(i, now)
+        self._first_held.setdefault(i, now)
         # Strictly later, so a wait that rounds to nothing cannot spin on one timestamp.
         at = max(now + wait.retry_in_s, math.nextafter(now, math.inf))
         if self._wait_over.get(i, -math.inf) <= now:
@@ -284,7 +289,8 @@ class Simulation:
         self.session.running.start(_key(i), snap, ranks, job.gpus_per_pod, pattern)
         end = now + self._left.get(i, job.duration_s) * slowdown
         self.running[i] = _Running(i, ranks, end)
-        held = self._held_since.pop(i, None)
+        self._held_since.pop(i, None)
+        held = self._first_held.pop(i, None)
         self._wait_over.pop(i, None)
         self.outcomes[i] = results.Outcome(
             job=job, start_s=now, end_s=end, placement=ranks, domains_spanned=spanned,

@@ -44,7 +44,7 @@ class Policy(Protocol):
         free: Mapping[ids.NodeName, int],
         traffic: capacity.Traffic,
         job: records.Job,
-        waited_s: float,
+        held: patience.Held,
     ) -> Placed: ...
 
 
@@ -81,7 +81,7 @@ class EnginePolicy:
         free: Mapping[ids.NodeName, int],
         traffic: capacity.Traffic,
         job: records.Job,
-        waited_s: float,
+        held: patience.Held,
     ) -> Placed:
         gang = gang_request(snapshot, job)
         if isinstance(gang, request.NoFit):
@@ -89,7 +89,7 @@ class EnginePolicy:
         result = self.session.place(snapshot, free, gang, traffic, self.options)
         if not isinstance(result, request.Plan):
             return None
-        decision = self.session.hold_for(snapshot, gang, result, waited_s, self.options.locality_wait, free)
+        decision = self.session.hold_for(snapshot, gang, result, held, self.options.locality_wait, free)
         return decision if isinstance(decision, patience.Wait) else result.ranks
 
 
@@ -134,7 +134,7 @@ class DefaultPolicy(_Blind):
         free: Mapping[ids.NodeName, int],
         traffic: capacity.Traffic,
         job: records.Job,
-        waited_s: float,
+        held: patience.Held,
     ) -> Ranks | None:
         g = job.gpus_per_pod
         left: dict[ids.NodeName, int] = {}
@@ -174,7 +174,7 @@ class RandomPolicy(_Blind):
         free: Mapping[ids.NodeName, int],
         traffic: capacity.Traffic,
         job: records.Job,
-        waited_s: float,
+        held: patience.Held,
     ) -> Ranks | None:
         g = job.gpus_per_pod
         left = {h.name: free[h.name] for h in self.usable(snapshot, job.pods) if free[h.name] >= g}

@@ -91,9 +91,10 @@ def test_kubeconfig_resolution_follows_client_go_order(
 
 
 def test_run_flags_set_the_extenders_default_wait(tmp_path: Path) -> None:
-    args = parse(tmp_path, "--locality-wait", "10m", "--locality-tolerance", "0.1")
+    args = parse(tmp_path, "--locality-wait", "10m", "--locality-tolerance", "0.1",
+                 "--locality-hold-limit", "1")
     options = commands.options_from(args)
-    assert options.extender.locality_wait == request.LocalityWait(600.0, 0.1)
+    assert options.extender.locality_wait == request.LocalityWait(600.0, 0.1, hold_limit=1.0)
 
 
 def test_by_default_run_waits_as_the_simulator_does_and_0s_turns_it_off(tmp_path: Path) -> None:
@@ -119,8 +120,10 @@ def test_both_help_texts_print_the_default_wait_the_same_way(capsys: pytest.Capt
     [
         (["--locality-wait", "600"], "--locality-wait"),
         (["--locality-tolerance", "5"], "--locality-tolerance"),
+        (["--locality-hold-limit", "0.5"], "--locality-hold-limit"),
     ],
-    ids=["a wait without a unit is refused", "a tolerance given as a percentage is refused"],
+    ids=["a wait without a unit is refused", "a tolerance given as a percentage is refused",
+         "a hold limit below one timeout is refused"],
 )
 def test_run_refuses_bad_locality_flags_at_the_command_line(
     tmp_path: Path, argv: list[str], flag: str

@@ -101,8 +101,10 @@ def test_chart_locality_wait_is_the_products_one_default() -> None:
     shipped = patience.DEFAULT_LOCALITY_WAIT
     assert values["localityWait"] == locality.duration_text(shipped.timeout_s)
     assert values["localityTolerance"] == shipped.tolerance
-    wait_schema = schema["properties"]["fabricsched"]["properties"]["localityWait"]
-    assert wait_schema["default"] == values["localityWait"]
+    assert values["localityHoldLimit"] == shipped.hold_limit
+    properties = schema["properties"]["fabricsched"]["properties"]
+    assert properties["localityWait"]["default"] == values["localityWait"]
+    assert properties["localityHoldLimit"]["default"] == values["localityHoldLimit"]
 
 
 def test_chart_restart_placement_is_the_products_default() -> None:

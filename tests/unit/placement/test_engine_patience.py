@@ -6,6 +6,7 @@ Fabric ``two_spines``: 4 hosts x 8 GPUs per leaf, 400 Gbps per GPU, leaves 2:1
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -57,12 +58,12 @@ def plan(slowdown: float) -> request.Plan:
     ],
 )
 def test_decide(slowdown: float, floor: float, waited: float, wait: request.LocalityWait, held: bool) -> None:
-    decision = patience.decide(plan(slowdown), floor, waited, wait)
+    decision = patience.decide(plan(slowdown), floor, patience.Held(waited, waited), wait)
     assert isinstance(decision, patience.Wait) is held
 
 
 def test_a_held_gang_says_why_and_how_long_it_may_still_wait() -> None:
-    decision = patience.decide(plan(1.31), 1.0, 1200, WAIT)
+    decision = patience.decide(plan(1.31), 1.0, patience.Held(1200, 1200), WAIT)
     assert isinstance(decision, patience.Wait)
     assert decision.retry_in_s == 2400
     assert decision.reason == ("waiting up to 2400 s more (timeout 3600 s) for a placement within 5% "
@@ -70,9 +71,57 @@ def test_a_held_gang_says_why_and_how_long_it_may_still_wait() -> None:
 
 
 def test_a_gang_started_by_the_timeout_says_so() -> None:
-    decision = patience.decide(plan(1.31), 1.0, 3600, WAIT)
+    decision = patience.decide(plan(1.31), 1.0, patience.Held(3600, 3600), WAIT)
     assert isinstance(decision, patience.Start)
     assert decision.reason is not None and "timeout 3600 s" in decision.reason and "1.31x" in decision.reason
+
+
+def test_a_re_hold_waits_a_fresh_timeout_while_the_first_hold_is_younger_than_the_limit() -> None:
+    # Held 3000 s in all, this hold 0 s: a whole new timeout of 3600 s.
+    decision = patience.decide(plan(1.31), 1.0, patience.Held(0, 3000), WAIT)
+    assert isinstance(decision, patience.Wait) and decision.retry_in_s == 3600
+    # Its own timeout, not the 7200 s limit, says when to ask again at the latest.
+    late = patience.decide(plan(1.31), 1.0, patience.Held(100, 6000), WAIT)
+    assert isinstance(late, patience.Wait) and late.retry_in_s == 3500
+
+
+def test_a_gang_held_for_the_hold_limit_in_all_starts_and_says_so() -> None:
+    decision = patience.decide(plan(1.31), 1.0, patience.Held(100, 7200), WAIT)
+    assert isinstance(decision, patience.Start)
+    assert decision.reason is not None and "held 7200 s in all (2x the timeout 3600 s)" in decision.reason
+
+
+def test_a_hold_limit_of_one_counts_every_hold_from_the_first() -> None:
+    once = dataclasses.replace(WAIT, hold_limit=1.0)
+    assert isinstance(patience.decide(plan(1.31), 1.0, patience.Held(0, 3600), once), patience.Start)
+    decision = patience.decide(plan(1.31), 1.0, patience.Held(0, 1200), once)
+    assert isinstance(decision, patience.Wait) and decision.retry_in_s == 2400
+
+
+@pytest.mark.parametrize("limit", [0.5, 0.0, -1.0, math.nan, math.inf, request.MAX_HOLD_LIMIT + 1])
+def test_a_hold_limit_below_one_timeout_or_unbounded_is_rejected(limit: float) -> None:
+    with pytest.raises(ValueError, match="hold limit"):
+        request.LocalityWait(3600, 0.05, limit)
+
+
+@given(
+    slowdown=st.floats(1.0, 10.0),
+    this=st.floats(0.0, 1e5),
+    before=st.floats(0.0, 1e5),
+    timeout=st.floats(1.0, 1e5),
+    limit=st.floats(1.0, request.MAX_HOLD_LIMIT),
+)
+def test_no_gang_is_held_past_its_hold_limit(
+    slowdown: float, this: float, before: float, timeout: float, limit: float
+) -> None:
+    wait = request.LocalityWait(timeout, 0.05, limit)
+    held = patience.Held(this, this + before)
+    decision = patience.decide(plan(slowdown), 1.0, held, wait)
+    if isinstance(decision, patience.Wait):
+        assert held.total_s < limit * timeout
+        assert this + decision.retry_in_s <= timeout + 1e-6
+    else:  # started: within tolerance never happens at floor 1.0 above 1.05x, so a clock ran out
+        assert slowdown <= 1.05 + 1e-9 or this >= timeout - 1e-6 or held.total_s >= limit * timeout - 1e-6
 
 
 @given(
@@ -86,7 +135,7 @@ def test_a_gang_is_never_held_past_its_timeout(
     slowdown: float, floor: float, waited: float, timeout: float, tolerance: float
 ) -> None:
     wait = request.LocalityWait(timeout, tolerance)
-    decision = patience.decide(plan(slowdown), floor, waited, wait)
+    decision = patience.decide(plan(slowdown), floor, patience.Held(waited, waited), wait)
     if isinstance(decision, patience.Wait):
         assert waited < timeout
         assert 0 < decision.retry_in_s <= timeout
@@ -130,9 +179,10 @@ def test_with_the_engine_a_split_gang_on_busy_uplinks_is_held(two_spines: fabric
     assert isinstance(result, request.Plan)
     assert result.comm_slowdown == pytest.approx((6400 + 2 * 3200 * 2 / 3) / 6400)
     floors = patience.Floors()
-    held = patience.hold_for(floors, two_spines, g, result, 0.0, WAIT)
+    held = patience.hold_for(floors, two_spines, g, result, patience.Held(), WAIT)
     assert isinstance(held, patience.Wait)
-    assert patience.hold_for(floors, two_spines, g, result, 0.0, request.LocalityWait()) == patience.Start()
+    off = request.LocalityWait()
+    assert patience.hold_for(floors, two_spines, g, result, patience.Held(), off) == patience.Start()
 
 
 def test_a_gang_whose_only_plan_crosses_a_lasting_degradation_starts_at_the_timeout() -> None:
@@ -143,8 +193,9 @@ def test_a_gang_whose_only_plan_crosses_a_lasting_degradation_starts_at_the_time
     result = placing.place(snapshot.build(fab), all_free(fab), g)
     assert isinstance(result, request.Plan) and result.comm_slowdown == 2.0
     floors = patience.Floors()
-    assert isinstance(patience.hold_for(floors, fab, g, result, 3599.0, WAIT), patience.Wait)
-    assert isinstance(patience.hold_for(floors, fab, g, result, 3600.0, WAIT), patience.Start)
+    before, at = patience.Held(3599.0, 3599.0), patience.Held(3600.0, 3600.0)
+    assert isinstance(patience.hold_for(floors, fab, g, result, before, WAIT), patience.Wait)
+    assert isinstance(patience.hold_for(floors, fab, g, result, at, WAIT), patience.Start)
 
 
 def test_floors_are_the_engine_plan_alone_in_the_empty_healthy_fabric(two_spines: fabric.Fabric) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 import yaml
 
 from fabricsched import ids
-from fabricsched.placement import capacity
+from fabricsched.placement import capacity, patience
 from fabricsched.sim import fabrics, records, scenario
 from fabricsched.topology import fabric
 
@@ -66,7 +66,7 @@ class Scripted:
         free: Mapping[ids.NodeName, int],
         traffic: capacity.Traffic,
         job: records.Job,
-        waited_s: float,
+        held: patience.Held,
     ) -> tuple[ids.NodeName, ...] | None:
         ranks = tuple(ids.NodeName(n) for n in self.table.get(job.name, ()))
         if not ranks or any(free[n] < job.gpus_per_pod * ranks.count(n) for n in set(ranks)):

@@ -40,11 +40,11 @@ class Pinned:
         free: Mapping[ids.NodeName, int],
         traffic: capacity.Traffic,
         job: records.Job,
-        waited_s: float,
+        held: patience.Held,
     ) -> policies.Placed:
         if job.name in self.scripted.table:
-            return self.scripted.place(snapshot, free, traffic, job, waited_s)
-        return self.fabric.place(snapshot, free, traffic, job, waited_s)
+            return self.scripted.place(snapshot, free, traffic, job, held)
+        return self.fabric.place(snapshot, free, traffic, job, held)
 
 
 def run(
@@ -81,6 +81,34 @@ def test_a_held_gang_starts_at_its_timeout_when_nothing_better_comes(files: SimF
     out = run(scattered(files, 9000), PINS, timeout=3000)
     g = out["g"]
     assert (g.start_s, g.comm_slowdown, g.waited_for_locality_s) == (3010.0, 2.0, 3000.0)
+
+
+def lost_fit(files: SimFiles, s_ends: float, hold_limit: float) -> results.Outcome:
+    """g is held at 10 (B and D free, split); s takes B at 20 and g fits nowhere; x frees A at
+    1000 (A and D: split again), s frees B at ``s_ends``. Timeout 600 s."""
+    scn = scattered(files, 1000, f"s,20,1,8,{s_ends - 20},")
+    wait = request.LocalityWait(timeout_s=600, hold_limit=hold_limit)
+    out = engine.simulate(scn, Pinned({**PINS, "s": [B]}, wait))
+    return {o.job.name: o for o in out.outcomes}["g"]
+
+
+def test_a_held_gang_that_lost_its_fit_is_held_afresh_when_it_fits_again(files: SimFiles) -> None:
+    g = lost_fit(files, s_ends=1100, hold_limit=2.0)
+    assert (g.start_s, g.comm_slowdown) == (1100.0, 1.0)
+    assert g.waited_for_locality_s == 1090.0  # from its first hold
+
+
+def test_a_re_hold_past_the_hold_limit_ends_at_its_own_timeout(files: SimFiles) -> None:
+    # Held afresh at 1000 (its first hold at 10 is 990 s old, under 2 x 600 s); nothing is
+    # asked between the limit (1210) and the end of this hold (1600), when g starts split.
+    g = lost_fit(files, s_ends=5000, hold_limit=2.0)
+    assert (g.start_s, g.comm_slowdown, g.waited_for_locality_s) == (1600.0, 2.0, 1590.0)
+
+
+def test_a_hold_limit_of_one_keeps_the_single_hold_from_the_first_plan(files: SimFiles) -> None:
+    # The rule before re-holds: at 1000 g has waited 990 s from its first plan, past 600 s.
+    g = lost_fit(files, s_ends=1100, hold_limit=1.0)
+    assert (g.start_s, g.comm_slowdown) == (1000.0, 2.0)
 
 
 def test_a_held_gang_does_not_block_the_jobs_behind_it(files: SimFiles) -> None:
@@ -130,6 +158,7 @@ def test_the_cli_records_the_wait_per_job_and_can_turn_it_off(files: SimFiles, t
     on = json.loads((tmp_path / "on.json").read_text())
     off = json.loads((tmp_path / "off.json").read_text())
     assert (on["summary"]["locality_wait_s"], on["summary"]["locality_tolerance"]) == (3000.0, 0.05)
+    assert on["summary"]["locality_hold_limit"] == request.DEFAULT_HOLD_LIMIT
     assert off["summary"]["locality_wait_s"] == 0.0
     assert all("waited_for_locality_s" in job for job in on["jobs"])
     assert all(job["waited_for_locality_s"] == 0.0 for job in off["jobs"])
@@ -169,18 +198,19 @@ def test_the_floor_counts_only_the_hosts_the_gang_may_use(files: SimFiles) -> No
     assert isinstance(plan, request.Plan) and plan.comm_slowdown == 2.0
     wait = request.LocalityWait(3000)
     # Over the whole fabric it would wait for a leaf it may not use; over its hosts it starts.
-    assert isinstance(patience.hold_for(floors, fab, gang, plan, 0.0, wait), patience.Wait)
-    assert patience.hold_for(floors, fab, gang, plan, 0.0, wait, free, eligible) == patience.Start()
+    new = patience.Held()
+    assert isinstance(patience.hold_for(floors, fab, gang, plan, new, wait), patience.Wait)
+    assert patience.hold_for(floors, fab, gang, plan, new, wait, free, eligible) == patience.Start()
 
 
 @pytest.mark.parametrize(
     ("free_share", "hold_s"), [(0.0, 3000.0), (0.5, 3000.0), (0.75, patience.UNSATURATED_CAP_S)])
 def test_a_fabric_that_is_not_saturated_caps_the_hold(free_share: float, hold_s: float) -> None:
     plan = request.Plan((ids.NodeName(A), ids.NodeName(C)), 1, {}, 2.0, False)
-    decision = patience.decide(plan, 1.0, 0.0, request.LocalityWait(3000), free_share)
+    decision = patience.decide(plan, 1.0, patience.Held(), request.LocalityWait(3000), free_share)
     assert isinstance(decision, patience.Wait) and decision.retry_in_s == hold_s
     # At the cap, the gang starts on what it has, and says which timeout applied.
-    late = patience.decide(plan, 1.0, hold_s, request.LocalityWait(3000), free_share)
+    late = patience.decide(plan, 1.0, patience.Held(hold_s, hold_s), request.LocalityWait(3000), free_share)
     assert isinstance(late, patience.Start) and f"(timeout {hold_s:.0f} s)" in str(late.reason)
 
 

@@ -262,10 +262,11 @@ class Coordinator:
             # Its plan was lost with pods bound: the others go near them, with no locality wait.
             fresh = planning.around(inputs, gang, snapshot.name, bound, candidates, self.options.placement)
         else:
-            # The scheduler's names as they came: the engine masks its fabric's hosts with them,
-            # so names outside the fabric restrict nothing and need no per-node filtering here.
+            # The scheduler's names as they came: the engine masks its hosts with them (no filtering here).
             made = planning.plan(inputs, gang, candidates, self.options.placement,
                                  self.follower.released.previous(gang.key, snapshot.name, self.clock()))
+            if isinstance(made, request.NoFit):
+                self._clocks.lost_fit(gang.key, self.clock())  # a new plan starts a new hold
             held = made if isinstance(made, request.NoFit) else self._hold(asked, gang, made, inputs)
             if isinstance(held, FilterAnswer):
                 return held
@@ -301,9 +302,8 @@ class Coordinator:
     ) -> request.Plan | FilterAnswer:
         """The plan to reserve, or the answer that holds the gang for a plan near its floor.
 
-        A held gang reserves nothing, so other gangs backfill around it. Every candidate fails
-        (not unresolvable): the kube-scheduler keeps the pod and asks again on cluster events,
-        on the wake-ups when capacity frees or a hold ends, and at the latest after 5 minutes.
+        A held gang reserves nothing, so other gangs backfill around it. Every candidate fails (not
+        unresolvable): the scheduler asks again on events, wake-ups, and after 5 minutes at the latest.
         """
         pod, fab = asked.pod, inputs.fabric
         wanted = locality.settings(pod.annotations, self.options.placement.locality_wait)
@@ -316,10 +316,10 @@ class Coordinator:
         if not wanted.wait.enabled or asked.constraints is None:
             return made
         eligible = asked.constraints.eligible(fab.hosts, self.state.nodes)
-        waited = self._clocks.waited(gang.key, None, self.clock())  # from the first hold, as the simulator
+        held = self._clocks.waited(gang.key, self.clock())  # from the hold, as the simulator
         lower = lambda: locality.lower_priority_pending(self.state.pods.values(), pod)  # noqa: E731
         decision = locality.decide(
-            self._session, fab, gang, made, waited, wanted.wait, inputs.free, eligible, lower)
+            self._session, fab, gang, made, held, wanted.wait, inputs.free, eligible, lower)
         if isinstance(decision, patience.Wait):
             message = f"gang {gang.display} is {decision.reason}"
             why = pending.message_of(gang, decision.reason)

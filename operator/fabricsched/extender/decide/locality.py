@@ -8,7 +8,8 @@ The decision itself is ``placement.session.Session.hold_for``, the one the simul
 * the wait, from the gang's pod annotations over the cluster default (``fabricsched run
   --locality-wait``), parsed here with a message for every value that is not valid;
 * the time held, counted from the gang's first hold (its first plan; the session's
-  ``patience.Clocks``), as the simulator counts it; a restarted extender starts it again;
+  ``patience.Clocks``), and again from its next plan when it lost its fit while held, as the
+  simulator counts it; a restarted extender starts it again;
 * the hosts the gang's pods may use (``eligibility``), over which its floor is computed, and
   the GPUs free now (a fabric that is not saturated caps the hold);
 * whether a lower-priority pod waits (``lower_priority_pending``): then the gang is not held.
@@ -18,6 +19,7 @@ Pure: no I/O, the time is a parameter.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import re
@@ -89,9 +91,10 @@ def duration_text(seconds: float) -> str:
     return f"{seconds:g}s"
 
 
-def cluster_default(wait: str, tolerance: str | float) -> request.LocalityWait:
-    """The cluster-wide wait of ``fabricsched run --locality-wait/--locality-tolerance``;
-    raises ValueError naming the flag."""
+def cluster_default(wait: str, tolerance: str | float,
+                    hold_limit: float = DEFAULT_WAIT.hold_limit) -> request.LocalityWait:
+    """The cluster-wide wait of ``fabricsched run --locality-wait/--locality-tolerance/
+    --locality-hold-limit``; raises ValueError naming the flag."""
     try:
         timeout_s = parse_duration(wait)
     except ValueError as e:
@@ -100,7 +103,10 @@ def cluster_default(wait: str, tolerance: str | float) -> request.LocalityWait:
         fraction = parse_tolerance(str(tolerance))
     except ValueError as e:
         raise ValueError(f"--locality-tolerance: {e}") from e
-    return request.LocalityWait(timeout_s, fraction)
+    try:
+        return request.LocalityWait(timeout_s, fraction, hold_limit)
+    except ValueError as e:
+        raise ValueError(f"--locality-hold-limit: {e}") from e
 
 
 @dataclass(frozen=True)
@@ -133,8 +139,8 @@ def settings(annotations: Mapping[str, str], default: request.LocalityWait) -> S
         except ValueError as e:
             problems.append(f"annotation {TOLERANCE_ANNOTATION}: {e}")
     if problems:
-        return Settings(request.LocalityWait(0.0, tolerance), tuple(problems))
-    return Settings(request.LocalityWait(timeout_s, tolerance))
+        return Settings(dataclasses.replace(default, timeout_s=0.0, tolerance=tolerance), tuple(problems))
+    return Settings(dataclasses.replace(default, timeout_s=timeout_s, tolerance=tolerance))
 
 
 def created_at(manifest: Mapping[str, Any]) -> float | None:
@@ -153,7 +159,7 @@ def decide(
     fab: fabric.Fabric,
     gang: gangs.GangIdentity,
     plan: request.Plan,
-    waited_s: float,
+    held: patience.Held,
     wait: request.LocalityWait,
     free: Callable[[], Mapping[ids.NodeName, int]] | None = None,
     eligible: frozenset[ids.NodeName] | None = None,
@@ -166,13 +172,13 @@ def decide(
     ask = planning.gang_request(gang, fab)
     if isinstance(ask, request.NoFit):
         return patience.Start()  # no plan is made for such a gang: nothing to hold
-    decision = placing_session.hold_for(fab, ask, plan, waited_s, wait, None, eligible)
+    decision = placing_session.hold_for(fab, ask, plan, held, wait, None, eligible)
     if isinstance(decision, patience.Wait) and free is not None:
         # The free GPUs (a walk over every host) only matter for a hold: they may cap it.
-        decision = placing_session.hold_for(fab, ask, plan, waited_s, wait, free(), eligible)
+        decision = placing_session.hold_for(fab, ask, plan, held, wait, free(), eligible)
     if not isinstance(decision, patience.Wait) or lower_pending():
         return patience.Start() if isinstance(decision, patience.Wait) else decision
-    if waited_s <= 0:  # its first hold: once per gang, the pods' retries are not logged
+    if held.this_s <= 0:  # a new hold: once per hold, the pods' retries are not logged
         logger.info("gang %s held for locality: %s", gang.display, decision.reason)
     return decision
 

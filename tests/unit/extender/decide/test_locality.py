@@ -6,7 +6,7 @@ import pytest
 
 from fabricsched import ids
 from fabricsched.extender.decide import locality
-from fabricsched.placement import request
+from fabricsched.placement import patience, request
 
 DEFAULT = request.LocalityWait(timeout_s=0.0, tolerance=0.05)
 KEY = ids.gang_key("train", "g", "uid-1")
@@ -61,6 +61,9 @@ def test_the_annotations_override_the_cluster_default() -> None:
         {locality.WAIT_ANNOTATION: "10m", locality.TOLERANCE_ANNOTATION: "0.1"}, DEFAULT
     )
     assert found == locality.Settings(request.LocalityWait(600.0, 0.1))
+    # The cluster's hold limit stays: no annotation sets it.
+    once = request.LocalityWait(1800.0, hold_limit=1.0)
+    assert locality.settings({locality.WAIT_ANNOTATION: "10m"}, once).wait.hold_limit == 1.0
 
 
 def test_without_annotations_the_cluster_default_applies() -> None:
@@ -115,29 +118,33 @@ def test_no_creation_time_is_none(metadata: dict[str, str]) -> None:
     assert locality.created_at({"metadata": metadata}) is None
 
 
-def test_a_gang_waits_from_its_oldest_pod_seen() -> None:
+def test_a_gang_is_held_from_its_first_plan_whichever_pod_asks() -> None:
     clocks = locality.Clocks()
-    assert clocks.waited(KEY, created=900.0, now=1000.0) == 100.0
-    # A younger pod of the same gang does not restart the wait; an older one extends it.
-    assert clocks.waited(KEY, created=990.0, now=1010.0) == 110.0
-    assert clocks.waited(KEY, created=800.0, now=1020.0) == 220.0
-    clocks.forget(KEY)
-    assert clocks.waited(KEY, created=990.0, now=1030.0) == 40.0
+    assert clocks.waited(KEY, now=1000.0) == patience.Held(0.0, 0.0)
+    assert clocks.waited(KEY, now=1300.0) == patience.Held(300.0, 300.0)
+    clocks.forget(KEY)  # it started
+    assert clocks.waited(KEY, now=2000.0) == patience.Held(0.0, 0.0)
 
 
-def test_a_pod_without_a_creation_time_waits_from_when_it_was_first_seen() -> None:
+def test_a_gang_that_lost_its_fit_is_held_afresh_and_keeps_its_first_hold() -> None:
     clocks = locality.Clocks()
-    assert clocks.waited(KEY, created=None, now=1000.0) == 0.0
-    assert clocks.waited(KEY, created=None, now=1300.0) == 300.0
+    clocks.waited(KEY, now=1000.0)
+    clocks.lost_fit(KEY, now=1500.0)
+    clocks.lost_fit(KEY, now=1800.0)  # asked again, still no plan
+    assert clocks.waited(KEY, now=2000.0) == patience.Held(0.0, 1000.0)
+    assert clocks.waited(KEY, now=2100.0) == patience.Held(100.0, 1100.0)
 
 
-def test_a_creation_time_ahead_of_the_clock_counts_as_no_wait() -> None:
-    assert locality.Clocks().waited(KEY, created=1005.0, now=1000.0) == 0.0
+def test_a_gang_never_held_does_not_get_a_clock_from_losing_its_fit() -> None:
+    clocks = locality.Clocks()
+    clocks.lost_fit(KEY, now=1000.0)
+    assert len(clocks) == 0
+    assert clocks.waited(KEY, now=1200.0) == patience.Held(0.0, 0.0)
 
 
 def test_gangs_not_asked_about_for_long_are_forgotten() -> None:
     clocks = locality.Clocks()
-    clocks.waited(KEY, created=None, now=0.0)
-    clocks.waited(ids.gang_key("train", "h", "uid-2"), created=None, now=locality.FORGET_AFTER_S)
+    clocks.waited(KEY, now=0.0)
+    clocks.waited(ids.gang_key("train", "h", "uid-2"), now=locality.FORGET_AFTER_S)
     clocks.prune(now=locality.FORGET_AFTER_S + 1)
     assert len(clocks) == 1
