@@ -279,26 +279,46 @@ def free_share(fab: fabric.Fabric, free: Mapping[ids.NodeName, int],
 
 
 class Clocks:
-    """When each gang not yet started began its hold, and its first hold.
+    """When each gang not yet started began its hold, and its first hold: the hold rules of the
+    extender and the simulator alike.
 
     Any pod of a held gang may be the next one the kube-scheduler asks about; the clock is the
-    gang's, not the pod's. ``lost_fit`` ends the current hold (the gang had no plan when asked):
-    its next plan starts a new one, while the first hold is kept for ``LocalityWait.hold_limit``.
+    gang's, not the pod's. ``hold`` starts a hold (the gang has a plan it is held from);
+    ``lost_fit`` ends the current hold (the gang had no plan when asked): its next plan starts a
+    new one, while the first hold is kept for ``LocalityWait.hold_limit``; ``forget`` ends both
+    (the gang started, or went away).
     """
 
     def __init__(self) -> None:
         self._started: dict[ids.GangKey, tuple[float | None, float, float]] = {}
         """gang -> (start of this hold or None after a lost fit, start of its first, last time asked)."""
 
+    def held(self, key: ids.GangKey, now: float) -> Held:
+        """How long gang ``key`` has been held by ``now``, starting no clock: nothing for a gang
+        never held, nothing of this hold for one that lost its fit since it was last held."""
+        known = self._started.get(key)
+        if known is None:
+            return Held()
+        start = now if known[0] is None else known[0]
+        return Held(now - start, now - known[1])
+
+    def hold(self, key: ids.GangKey, now: float) -> None:
+        """Gang ``key`` is held now: its hold starts now unless one is on, its first hold too."""
+        known = self._started.get(key)
+        if known is None:
+            self._started[key] = (now, now, now)
+        else:
+            self._started[key] = (now if known[0] is None else known[0], known[1], now)
+
     def waited(self, key: ids.GangKey, now: float) -> Held:
         """How long gang ``key``, which has a plan now, has been held: its clock starts now if
         it has none (or lost its fit since it was last held)."""
-        known = self._started.get(key)
-        start, first = (now, now) if known is None else (known[0], known[1])
-        if start is None:
-            start = now
-        self._started[key] = (start, first, now)
-        return Held(now - start, now - first)
+        self.hold(key, now)
+        return self.held(key, now)
+
+    def holding(self) -> list[ids.GangKey]:
+        """The gangs whose hold is on (not those that lost their fit since)."""
+        return [k for k, v in self._started.items() if v[0] is not None]
 
     def lost_fit(self, key: ids.GangKey, now: float) -> None:
         """Gang ``key`` had no plan when asked: its current hold ends (a held gang only)."""

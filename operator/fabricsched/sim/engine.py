@@ -10,7 +10,10 @@ starts (greedy backfill: a big job at the head does not block smaller ones behin
 A policy may hold a job that fits (``fabric`` waiting for locality, ``placement.patience``):
 it stays queued, does not block the jobs behind it, and is tried again whenever capacity comes
 back and, at the latest, at the end of its wait, for which an event is scheduled; so no held
-job waits past its timeout for want of an event.
+job waits past its timeout for want of an event. How long a job has been held is the session's
+``patience.Clocks``, the extender's: a hold starts at the plan a job is held from, ends when it
+loses its fit (its next plan starts a new one, its first hold counts for the hold limit), and
+ends for good at its start.
 
 A start asks the policy for ranks, then prices them with the capacity model
 (``placement.capacity``) against the traffic of the gangs running at that moment, the job
@@ -125,11 +128,12 @@ class Simulation:
         self.ticks: set[float] = set()
         self._leaf_slots: dict[int, int] = {}
         self._checker = request.PlacementOptions(health_aware=True)
-        self._held_since: dict[int, float] = {}
-        """Jobs a policy holds (they fit), and when this hold began."""
-        self._first_held: dict[int, float] = {}
-        """Jobs a policy held at least once, and when it first did (a job that lost its fit
-        while held is held afresh once it fits again, within the wait's hold limit)."""
+        self.clocks = self.session.clocks
+        """The jobs a policy holds (they fit) and held, the session's as the extender's: a job
+        that lost its fit while held is held afresh once it fits again, within the hold limit."""
+        self._keys = [_key(i) for i in range(len(scn.jobs))]
+        """Each job's key in the session (its running traffic, its clocks)."""
+        self._by_key = {key: i for i, key in enumerate(self._keys)}
         self._wait_over: dict[int, float] = {}
         """The retry event scheduled for each held job."""
 
@@ -161,7 +165,9 @@ class Simulation:
             queue.extend(arrived)
             # A held job outranking a new arrival is asked again: it may no longer be held.
             lowest_new = min((self.scn.jobs[i].rank for i in arrived), default=math.inf)
-            over.update(i for i in self._held_since if self.scn.jobs[i].rank > lowest_new)
+            if arrived:
+                held_now = (self._by_key[key] for key in self.clocks.holding())
+                over.update(i for i in held_now if self.scn.jobs[i].rank > lowest_new)
             if capacity_back:
                 tried = queue
             elif over:
@@ -241,7 +247,7 @@ class Simulation:
             ranks: policies.Placed = None
             if self.free.slots[job.gpus_per_pod] >= job.pods and failed.get(shape, math.inf) > job.pods:
                 # The locality clock starts at the hold (the plan), as the extender's.
-                held = patience.Held(now - self._held_since.get(i, now), now - self._first_held.get(i, now))
+                held = self.clocks.held(self._keys[i], now)
                 if job.rank > lowest_queued:
                     # Never held for locality: it would wait while lower-priority jobs start.
                     held = patience.Held(math.inf, math.inf)
@@ -249,7 +255,7 @@ class Simulation:
                 if ranks is None:
                     failed[shape] = min(failed.get(shape, job.pods), job.pods)
             if ranks is None:
-                self._held_since.pop(i, None)  # it lost its fit: its next plan starts a new hold
+                self.clocks.lost_fit(self._keys[i], now)  # its next plan starts a new hold
                 key = (*shape, job.rank)
                 if self.preempter is None or unpreempted.get(key, math.inf) <= job.pods:
                     continue
@@ -267,8 +273,7 @@ class Simulation:
         return started
 
     def _hold(self, now: float, i: int, wait: patience.Wait) -> None:
-        self._held_since.setdefault(i, now)
-        self._first_held.setdefault(i, now)
+        self.clocks.hold(self._keys[i], now)
         # Strictly later, so a wait that rounds to nothing cannot spin on one timestamp.
         at = max(now + wait.retry_in_s, math.nextafter(now, math.inf))
         if self._wait_over.get(i, -math.inf) <= now:
@@ -286,11 +291,11 @@ class Simulation:
         avoidable = degraded and job.pods > 1 and self._healthy_existed(job)
         spanned = {str(snap.tiers[t].name): n for t, n in _spanned(snap, ranks).items()}
         self.free.take(ranks, job.gpus_per_pod)
-        self.session.running.start(_key(i), snap, ranks, job.gpus_per_pod, pattern)
+        self.session.running.start(self._keys[i], snap, ranks, job.gpus_per_pod, pattern)
         end = now + self._left.get(i, job.duration_s) * slowdown
         self.running[i] = _Running(i, ranks, end)
-        self._held_since.pop(i, None)
-        held = self._first_held.pop(i, None)
+        held = self.clocks.held(self._keys[i], now)  # its hold ends at its start
+        self.clocks.forget(self._keys[i])
         self._wait_over.pop(i, None)
         self.outcomes[i] = results.Outcome(
             job=job, start_s=now, end_s=end, placement=ranks, domains_spanned=spanned,
@@ -298,7 +303,7 @@ class Simulation:
             floor=self.session.floor(self.scn.structure, job.pods, job.gpus_per_pod, pattern),
             fits_one_leaf=self._fits_one_leaf(job), avoidable_degraded=avoidable,
             down_use=capacity.uses_down(snap, ranks),
-            waited_for_locality_s=0.0 if held is None else now - held,
+            waited_for_locality_s=held.total_s,
             slice_domains=_slice_domains(snap, ranks, job.slices), traffic=pattern)
         if math.isfinite(end):
             heapq.heappush(self.heap, (end, _END, i, i))
@@ -314,7 +319,7 @@ class Simulation:
         gone = self.running.pop(i)
         job = self.scn.jobs[i]
         self.free.give(gone.ranks, job.gpus_per_pod)
-        self.session.running.end(_key(i), self.snapshot)
+        self.session.running.end(self._keys[i], self.snapshot)
 
     # -- preemption -----------------------------------------------------------------------
 

@@ -232,3 +232,22 @@ def test_floors_are_computed_once_per_structure_whatever_the_health(
     # A ring's floor is its own: one edge out of each leaf, not 4 x 4 / 7 pods' worth.
     assert floors.slowdown(two_spines, 8, 8, request.Pattern.RING) == 1.0
     assert len(calls) == 4
+
+
+def test_clocks_as_the_simulator_uses_them_start_a_hold_only_when_told() -> None:
+    """The simulator reads the clock before the policy decides and starts it only on a hold;
+    ``waited`` (the extender's) is the same clock read once started."""
+    key, clocks = ids.GangKey("job-0"), patience.Clocks()
+    assert clocks.held(key, 100.0) == patience.Held()
+    assert len(clocks) == 0  # reading starts no clock
+    clocks.hold(key, 100.0)
+    clocks.hold(key, 400.0)  # still held: the hold began at 100
+    assert clocks.holding() == [key]
+    assert clocks.held(key, 700.0) == patience.Held(600.0, 600.0)
+    clocks.lost_fit(key, 800.0)
+    assert clocks.holding() == []
+    assert clocks.held(key, 900.0) == patience.Held(0.0, 800.0)  # the first hold is kept
+    clocks.hold(key, 900.0)
+    assert clocks.waited(key, 1000.0) == patience.Held(100.0, 900.0)
+    clocks.forget(key)  # it started
+    assert clocks.held(key, 1000.0) == patience.Held()

@@ -8,8 +8,8 @@ The decision itself is ``placement.session.Session.hold_for``, the one the simul
 * the wait, from the gang's pod annotations over the cluster default (``fabricsched run
   --locality-wait``), parsed here with a message for every value that is not valid;
 * the time held, counted from the gang's first hold (its first plan; the session's
-  ``patience.Clocks``), and again from its next plan when it lost its fit while held, as the
-  simulator counts it; a restarted extender starts it again;
+  ``patience.Clocks``, the simulator's clocks too), and again from its next plan when it lost
+  its fit while held; a restarted extender starts it again;
 * the hosts the gang's pods may use (``eligibility``), over which its floor is computed, and
   the GPUs free now (a fabric that is not saturated caps the hold);
 * whether a lower-priority pod waits (``lower_priority_pending``): then the gang is not held.
