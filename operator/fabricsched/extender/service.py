@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,7 +33,7 @@ from fabricsched.extender.book import (
 from fabricsched.extender.decide import coordinator, owners, pod_identity, preempting
 from fabricsched.extender.http import metrics, server
 from fabricsched.extender.http import tls as server_tls
-from fabricsched.extender.kube import evictions, feed, fetchers, store, wakeup, writer
+from fabricsched.extender.kube import disruptions, feed, fetchers, store, wakeup, writer
 from fabricsched.placement import patience, request, session
 from fabricsched.ports import errors, notices, views
 
@@ -120,10 +120,13 @@ class Service:
         leading: Callable[[], bool] = lambda: True,
         placement_feed: mirror.PlacementFeed | None = None,
         preemption_calls: preempting.PreemptionCalls | None = None,
+        preemption_follow: Callable[[], Coroutine[Any, Any, None]] | None = None,
     ) -> None:
         self.state = state
         self.options = options
         self.feed = placement_feed
+        self.preemption_follow = preemption_follow
+        """Keeps what ``preemption_calls`` answers from current (the budget and namespace watches)."""
         self.store = placement_store
         events = store.RecorderEvents(recorder, clock)
         owner_cache = owners.OwnerCache(state, owner_fetcher, jobs, clock)
@@ -202,6 +205,8 @@ class Service:
         if self.preempter is not None:
             ready = lambda: self.coordinator.ready  # noqa: E731
             tasks.append(asyncio.create_task(self.preempter.run(ready), name="extender-preemption"))
+            if self.preemption_follow is not None:  # on every replica: a new leader has them at hand
+                tasks.append(asyncio.create_task(self.preemption_follow(), name="extender-disruptions"))
         try:
             context = self.options.tls.context() if self.options.tls is not None else None
             await web.TCPSite(runner, host, port, ssl_context=context).start()
@@ -260,6 +265,7 @@ def on_api(
     """The service with its FabricPlacement store and watch, Job, owner and pod lookups on
     ``api_client``; ``leading`` gates the background writes (two replicas: the Lease holder's)."""
     placement_store = store.ApiPlacementStore(api_client)
+    disruption_calls = disruptions.FollowedDisruptions(api_client)
     return Service(
         state, placement_store, store.ApiJobFetcher(api_client), recorder, clock, options, registry,
         fetchers.ApiOwnerFetcher(api_client), fetchers.ApiPodLookup(api_client),
@@ -267,7 +273,7 @@ def on_api(
         leading=leading,
         placement_feed=feed.ApiPlacementFeed(
             api_client, placement_store.covers, since=lambda: placement_store.listed_version),
-        preemption_calls=evictions.ApiPreemptionCalls(api_client),
+        preemption_calls=disruption_calls, preemption_follow=disruption_calls.follow,
     )
 
 

@@ -54,14 +54,15 @@ _ABOVE_ALL = 2**63
 
 
 class PreemptionCalls(Protocol):
-    """The API calls preemption needs (``extender.kube.evictions.ApiPreemptionCalls``)."""
+    """What preemption needs of the API server (``extender.kube.disruptions.FollowedDisruptions``:
+    budgets and namespaces from its watches, read from the API only while those are not current)."""
 
     async def budgets(self, namespace: str) -> Sequence[budgets.Budget]:
         """The namespace's PodDisruptionBudgets; raises ``errors.ApiError``."""
         ...
 
     async def namespace_labels(self, namespace: str) -> Mapping[str, str]:
-        """The namespace's labels (cached a little by the adapter); raises ``errors.ApiError``."""
+        """The namespace's labels (at least the opt-out label); raises ``errors.ApiError``."""
         ...
 
     async def evict(self, namespace: str, name: str, uid: str) -> None:
@@ -119,9 +120,10 @@ class GangPreemption:
         self.remembered: dict[ids.GangKey, preempted.PreemptedRecord] = {}
         """Victim gang -> who preempted it (bounded by ``MAX_REMEMBERED``, oldest forgotten)."""
         self.decided_s = 0.0
-        self.waited_s = 0.0
-        """Of ``decided_s``, the time spent waiting for namespaces and PodDisruptionBudgets."""
         """How long the last round's decision took (from the fit check to the choice; logged)."""
+        self.waited_s = 0.0
+        """Of ``decided_s``, the time spent in ``calls.budgets`` and ``calls.namespace_labels``:
+        about nothing while their watches are current, an API read per namespace otherwise."""
         self._started: list[float] = []
         """When the rounds of the last minute started (the rate limit)."""
         self.running = running.RunningIndex(owner_cache)
