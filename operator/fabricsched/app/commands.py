@@ -130,6 +130,11 @@ def _add_preemption_flags(run: argparse.ArgumentParser) -> None:
     run.add_argument("--preemption-rate", type=int, default=_EXTENDER.preemption.rounds_per_minute,
                      metavar="ROUNDS", help="most preemption rounds started per minute "
                                             "(default: %(default)s)")
+    run.add_argument("--preemption-budgets", choices=preempting.BUDGET_SOURCES,
+                     default=_EXTENDER.preemption.budgets_from,
+                     help="watch: PodDisruptionBudgets and namespaces followed by watches, read from "
+                          "memory at a decision; read: read from the API at each decision (the "
+                          "behaviour before; docs/preemption.md) (default: %(default)s)")
     run.add_argument("--preemption-evict-kueue", action="store_true",
                      help="let Kueue-managed workloads be preemption victims (default: never; Kueue's "
                           "quota would leak)")
@@ -223,7 +228,7 @@ def _extender_options(args: argparse.Namespace) -> service.ServiceOptions:
     tls = _flagged("--extender-tls-cert", lambda: _extender_tls(args))
     preemption = _flagged("--preemption-rate", lambda: preempting.PreemptionOptions(
         enabled=args.preemption == "lower-priority", rounds_per_minute=args.preemption_rate,
-        evict_kueue=args.preemption_evict_kueue))
+        evict_kueue=args.preemption_evict_kueue, budgets_from=args.preemption_budgets))
     return service.ServiceOptions(
         preemption=preemption,
         tls=tls,

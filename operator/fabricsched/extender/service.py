@@ -33,7 +33,7 @@ from fabricsched.extender.book import (
 from fabricsched.extender.decide import coordinator, owners, pod_identity, preempting
 from fabricsched.extender.http import metrics, server
 from fabricsched.extender.http import tls as server_tls
-from fabricsched.extender.kube import disruptions, feed, fetchers, store, wakeup, writer
+from fabricsched.extender.kube import disruptions, evictions, feed, fetchers, store, wakeup, writer
 from fabricsched.placement import patience, request, session
 from fabricsched.ports import errors, notices, views
 
@@ -265,7 +265,7 @@ def on_api(
     """The service with its FabricPlacement store and watch, Job, owner and pod lookups on
     ``api_client``; ``leading`` gates the background writes (two replicas: the Lease holder's)."""
     placement_store = store.ApiPlacementStore(api_client)
-    disruption_calls = disruptions.FollowedDisruptions(api_client)
+    calls, follow = preemption_calls_on(api_client, options.preemption)
     return Service(
         state, placement_store, store.ApiJobFetcher(api_client), recorder, clock, options, registry,
         fetchers.ApiOwnerFetcher(api_client), fetchers.ApiPodLookup(api_client),
@@ -273,8 +273,19 @@ def on_api(
         leading=leading,
         placement_feed=feed.ApiPlacementFeed(
             api_client, placement_store.covers, since=lambda: placement_store.listed_version),
-        preemption_calls=disruption_calls, preemption_follow=disruption_calls.follow,
+        preemption_calls=calls, preemption_follow=follow,
     )
+
+
+def preemption_calls_on(
+    api_client: client.ApiClient, options: preempting.PreemptionOptions,
+) -> tuple[preempting.PreemptionCalls, Callable[[], Coroutine[Any, Any, None]] | None]:
+    """What preemption reads budgets and namespaces through, and the task that keeps it current:
+    their watches (``--preemption-budgets watch``), or reads at each decision (``read``: none)."""
+    if options.budgets_from == "read":
+        return evictions.ApiPreemptionCalls(api_client), None
+    followed = disruptions.FollowedDisruptions(api_client)
+    return followed, followed.follow
 
 
 def _readable(manifests: list[dict[str, Any]]) -> list[reservations.Entry]:

@@ -71,6 +71,9 @@ class PreemptionCalls(Protocol):
         ...
 
 
+BUDGET_SOURCES = ("watch", "read")
+
+
 @dataclass(frozen=True)
 class PreemptionOptions:
     enabled: bool = True
@@ -79,12 +82,16 @@ class PreemptionOptions:
     """Most preemption rounds (evictions or yields) started per minute (``--preemption-rate``)."""
     evict_kueue: bool = False
     """Kueue-managed workloads may be victims (``--preemption-evict-kueue``)."""
+    budgets_from: str = "watch"
+    """``--preemption-budgets``: budgets and namespaces from their watches, or ``read`` at each decision."""
     interval_s: float = 1.0
     placement: request.PlacementOptions = dataclasses.field(default_factory=request.PlacementOptions)
 
     def __post_init__(self) -> None:
         if self.rounds_per_minute < 1:
             raise ValueError(f"preemption rate must be at least 1 per minute, not {self.rounds_per_minute}")
+        if self.budgets_from not in BUDGET_SOURCES:
+            raise ValueError(f"preemption budgets must be one of watch, read, not {self.budgets_from[:32]!r}")
 
 
 class GangPreemption:
@@ -111,8 +118,7 @@ class GangPreemption:
         self.state, self.book, self.follower, self.writer = state, book, follower, writer
         self.events, self.owners, self.board, self.registry = events, owner_cache, board, registry
         self.calls, self.session, self.clock, self.options = calls, placing, clock, options
-        self.leading = leading
-        self.on_round = on_round
+        self.leading, self.on_round = leading, on_round
         """Told (victims evicted, GPU-seconds of progress lost) after every eviction round (metrics)."""
         self.on_planned = on_planned
         """Told when reservations yielded: no cluster event makes the kube-scheduler retry the
@@ -432,8 +438,7 @@ class GangPreemption:
                 self.writer.submit(kept)
 
     def carry(self, entry: reservations.Entry, pod: nodes.PodUsage) -> reservations.Entry:
-        """A new plan with its gang's priority; a victim's keeps who preempted it (``fabricsched
-        explain`` reads it)."""
+        """A new plan with its gang's priority; a victim's keeps who preempted it (for explain)."""
         record = self.remembered.get(entry.key)
         return dataclasses.replace(entry, priority=self._rank(pod)[0],
                                    preempted_by=record if record is not None else entry.preempted_by)
