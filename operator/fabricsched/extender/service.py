@@ -30,7 +30,7 @@ from fabricsched.extender.book import (
     reservations,
     workloads,
 )
-from fabricsched.extender.decide import coordinator, owners, pod_identity, preempting
+from fabricsched.extender.decide import coordinator, owners, pod_identity, preempting, preemption_options
 from fabricsched.extender.http import metrics, server
 from fabricsched.extender.http import tls as server_tls
 from fabricsched.extender.kube import disruptions, evictions, feed, fetchers, store, wakeup, writer
@@ -69,7 +69,8 @@ class ServiceOptions:
     tls: server_tls.TLSFiles | None = None
     """HTTPS with client certificates (``--extender-tls-cert/-key``, ``--extender-client-ca``);
     None: plain HTTP."""
-    preemption: preempting.PreemptionOptions = field(default_factory=preempting.PreemptionOptions)
+    preemption: preemption_options.PreemptionOptions = field(
+        default_factory=preemption_options.PreemptionOptions)
     """``--preemption``, ``--preemption-rate``, ``--preemption-evict-kueue`` (docs/preemption.md)."""
     restart_placement: str = "previous"
     """``--restart-placement``: ``previous`` plans a gang whose whole group restarted back where
@@ -119,7 +120,7 @@ class Service:
         nudger: wakeup.Nudger | None = None,
         leading: Callable[[], bool] = lambda: True,
         placement_feed: mirror.PlacementFeed | None = None,
-        preemption_calls: preempting.PreemptionCalls | None = None,
+        preemption_calls: preemption_options.PreemptionCalls | None = None,
         preemption_follow: Callable[[], Coroutine[Any, Any, None]] | None = None,
     ) -> None:
         self.state = state
@@ -278,8 +279,8 @@ def on_api(
 
 
 def preemption_calls_on(
-    api_client: client.ApiClient, options: preempting.PreemptionOptions,
-) -> tuple[preempting.PreemptionCalls, Callable[[], Coroutine[Any, Any, None]] | None]:
+    api_client: client.ApiClient, options: preemption_options.PreemptionOptions,
+) -> tuple[preemption_options.PreemptionCalls, Callable[[], Coroutine[Any, Any, None]] | None]:
     """What preemption reads budgets and namespaces through, and the task that keeps it current:
     their watches (``--preemption-budgets watch``), or reads at each decision (``read``: none)."""
     if options.budgets_from == "read":

@@ -13,7 +13,7 @@ from fabricsched import cli
 from fabricsched.app import commands
 from fabricsched.extender import service
 from fabricsched.extender.book import released
-from fabricsched.extender.decide import preempting
+from fabricsched.extender.decide import preemption_options
 from fabricsched.extender.kube import disruptions, evictions
 from fabricsched.placement import request
 from fabricsched.sim import policies
@@ -174,4 +174,4 @@ def test_preemption_budgets_default_to_their_watches_and_read_restores_the_reads
     calls, follow = service.preemption_calls_on(client.ApiClient(), read)
     assert isinstance(calls, evictions.ApiPreemptionCalls) and follow is None
     with pytest.raises(ValueError, match="preemption budgets must be one of watch, read"):
-        preempting.PreemptionOptions(budgets_from="api")
+        preemption_options.PreemptionOptions(budgets_from="api")

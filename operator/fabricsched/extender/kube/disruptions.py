@@ -2,7 +2,7 @@
 ``fabricsched.listwatch`` as the state follows pods: a decision reads them from memory, never
 from the API server (as the kube-scheduler's own preemption reads its informer).
 
-``FollowedDisruptions`` is the ``decide.preempting.PreemptionCalls`` of the running process:
+``FollowedDisruptions`` is the ``decide.preemption_options.PreemptionCalls`` of the running process:
 ``budgets`` and ``namespace_labels`` answer from the watched views while those are current (their
 first listing applied, the API server serving the kind), else from the per-decision reads of
 ``evictions.ApiPreemptionCalls``: before the first listing, and when the RBAC lacks list/watch on
@@ -24,7 +24,7 @@ from typing import Any
 from kubernetes import client
 
 from fabricsched import listwatch, parsing
-from fabricsched.extender.decide import budgets, preempting
+from fabricsched.extender.decide import budgets, preemption_options
 from fabricsched.extender.kube import evictions
 
 BUDGETS_PATH = "/apis/policy/v1/poddisruptionbudgets"
@@ -138,10 +138,12 @@ class Followed:
 
 
 class FollowedDisruptions:
-    """``decide.preempting.PreemptionCalls`` on the watched budgets and namespaces; ``follow``
+    """``decide.preemption_options.PreemptionCalls`` on the watched budgets and namespaces; ``follow``
     keeps them current until cancelled."""
 
-    def __init__(self, api_client: client.ApiClient, reads: preempting.PreemptionCalls | None = None) -> None:
+    def __init__(
+        self, api_client: client.ApiClient, reads: preemption_options.PreemptionCalls | None = None,
+    ) -> None:
         config = api_client.configuration
         self._connection = listwatch.Connection(lambda: listwatch.login_of(config))
         self.reads = reads if reads is not None else evictions.ApiPreemptionCalls(api_client)

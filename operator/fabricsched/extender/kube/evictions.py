@@ -1,4 +1,4 @@
-"""The API calls of preemption (``decide.preempting.PreemptionCalls``): evictions through the
+"""The API calls of preemption (``decide.preemption_options.PreemptionCalls``): evictions through the
 Eviction API (policy/v1), so the API server enforces the budgets too (a 429 when one refuses);
 and a namespace's PodDisruptionBudgets and labels read at the decision, which is what
 ``disruptions.FollowedDisruptions`` falls back to while its watches are not current (before their
