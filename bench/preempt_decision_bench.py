@@ -39,7 +39,7 @@ from extender_harness import Harness  # noqa: E402
 from benchstats import percentile  # noqa: E402
 from builders import PodBuilder, make_pod  # noqa: E402
 from fabricsched.cluster import samples  # noqa: E402
-from fabricsched.extender.decide import budgets, preempting  # noqa: E402
+from fabricsched.extender.decide import budgets, preempting, preemption_options  # noqa: E402
 
 HOSTS_PER_LEAF = 16
 LEAVES_PER_SPINE = 16
@@ -156,7 +156,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     c = h.coordinator
     preempter = preempting.GangPreemption(
         h.state, h.book, c.follower, h.writer, c.events, c.owners, c.pending, c.workloads, calls,
-        c._session, h.clock, preempting.PreemptionOptions(),
+        c._session, h.clock, preemption_options.PreemptionOptions(),
     )
     gc.freeze()  # the setup is long-lived state, as in the extender
     print(f"{args.nodes} nodes, {len(h.state.pods)} pods, {len(low) // HOSTS_PER_LEAF} low gangs "

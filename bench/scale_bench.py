@@ -49,6 +49,7 @@ import argparse
 import functools
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -229,6 +230,9 @@ class Size:
         finally:
             if operator is not None:
                 operator.stop()
+                if self.args.out:  # the log goes with the run's directory: keep it beside the results
+                    kept = self.args.out.with_name(f"{self.args.out.stem}.n{self.n}.fabricsched.log")
+                    shutil.copyfile(operator.log, kept)
             passthrough.terminate()
             passthrough.wait(10)
             cl.cluster_down(self.root)
@@ -239,6 +243,8 @@ class Size:
             run()
         except (OSError, RuntimeError, TimeoutError, KeyError, ValueError) as e:
             print(f"    {name} failed: {type(e).__name__}: {e}", flush=True)
+            if self.operator is not None:  # what fabricsched said last: the log goes with the run
+                print(processes.log_tail(self.operator.log, 20), flush=True)
             self.result.setdefault("errors", {})[name] = f"{type(e).__name__}: {str(e)[:500]}"
 
     def start_operator(self, kubeconfig: Path, key: str) -> Operator:
@@ -521,7 +527,8 @@ def main() -> int:
                         help="times each size runs (with --gpus both: device plugin, DRA, alternating)")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds for each wait")
     parser.add_argument("--dir", type=Path, help="work folder (default: a temporary one, removed)")
-    parser.add_argument("--out", type=Path, help="write the results as JSON")
+    parser.add_argument("--out", type=Path,
+                        help="write the results as JSON (and keep fabricsched's log beside them)")
     parser.add_argument("--operator-arg", action="append", default=[], metavar="ARG",
                         help="one more argument for `fabricsched run` (repeat for several), e.g. "
                              "--operator-arg=--preemption=off")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -96,6 +97,12 @@ class Fabric:
     def log_tail(self) -> str:
         return processes.log_tail(self.root / f"fabricsched-run-{self.starts}.log", 40)
 
+    def api_waits_ms(self) -> list[float]:
+        """Of each decision the running process logged, the milliseconds it waited for the API
+        (budgets and namespace labels)."""
+        text = (self.root / f"fabricsched-run-{self.starts}.log").read_text(errors="replace")
+        return [float(m) for m in re.findall(r"ms, ([0-9.]+) of them waiting for the API\)", text)]
+
     def metric(self, name: str) -> float:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.health_port}/metrics", timeout=5) as r:
             text = r.read().decode()
@@ -147,8 +154,8 @@ class Fabric:
             "spec": spec})
 
     def budget(self, namespace: str, job: str, min_available: int) -> None:
-        """A PodDisruptionBudget over the Job's pods by their ``app`` label (one fabricsched's pod
-        records do not keep), once the disruption controller has read it
+        """A PodDisruptionBudget over the Job's pods by their ``app`` label (no gang convention
+        reads it), once the disruption controller has read it
         (``minAvailable``: the controller computes ``maxUnavailable`` only for scalable owners,
         which a Job is not)."""
         path = f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets"

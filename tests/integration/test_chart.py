@@ -532,6 +532,10 @@ ALLOWED = {
     "read the authentication configmap": ("get", "configmaps/extension-apiserver-authentication",
                                           "-n", "kube-system"),
     "watch resourceslices (source dra)": ("watch", "resourceslices.resource.k8s.io"),
+    "watch poddisruptionbudgets in any namespace (preemption)": ("watch", "poddisruptionbudgets.policy",
+                                                                 "--all-namespaces"),
+    "watch namespaces (preemption's opt-out)": ("watch", "namespaces"),
+    "evict pods (preemption)": ("create", "pods", "--subresource=eviction", "-n", "train"),
     "list devicetaintrules (source dra)": ("list", "devicetaintrules.resource.k8s.io"),
 }
 DENIED = {

@@ -117,10 +117,14 @@ def test_budgets_choose_the_victim(fabric: Fabric, ns: str) -> None:
     fabric.placed(ns, "urgent", 6)
     assert survivors(fabric, ns, before) == ["low-a", "low-b", "low-c"]
     assert not fabric.overcommitted()
-    # The budgets select on ``app``, a label fabricsched's pod records do not keep: read right, they
-    # are known before the round, so no eviction is refused (a refusal ends a round and starts another).
+    # The budgets select on ``app``, a label no gang convention reads: matched right, they are
+    # known before the round, so no eviction is refused (a refusal ends a round and starts another).
     rounds = [e["message"] for e in fabric.events(ns, "FabricPreempting")]
     assert len(rounds) == 1, rounds
+    # Created after the process started, the budgets came through its watch: the decision read
+    # neither them nor the namespace from the API.
+    waits = fabric.api_waits_ms()
+    assert waits and waits[-1] < 1.0, waits
 
 
 def test_a_restart_right_after_the_evictions_starts_no_second_round(fabric: Fabric, ns: str) -> None:

@@ -19,7 +19,7 @@ from fabricsched.app import options as run_options
 from fabricsched.controller import health_server, kube, logs, runtime
 from fabricsched.dashboard import server as dashboard_server
 from fabricsched.extender import service
-from fabricsched.extender.decide import locality, preempting
+from fabricsched.extender.decide import locality, preemption_options
 from fabricsched.extender.http import tls as server_tls
 from fabricsched.telemetry import access
 from fabricsched.webhook import options as webhook_options
@@ -130,6 +130,11 @@ def _add_preemption_flags(run: argparse.ArgumentParser) -> None:
     run.add_argument("--preemption-rate", type=int, default=_EXTENDER.preemption.rounds_per_minute,
                      metavar="ROUNDS", help="most preemption rounds started per minute "
                                             "(default: %(default)s)")
+    run.add_argument("--preemption-budgets", choices=preemption_options.BUDGET_SOURCES,
+                     default=_EXTENDER.preemption.budgets_from,
+                     help="watch: PodDisruptionBudgets and namespaces followed by watches, read from "
+                          "memory at a decision; read: read from the API at each decision (the "
+                          "behaviour before; docs/preemption.md) (default: %(default)s)")
     run.add_argument("--preemption-evict-kueue", action="store_true",
                      help="let Kueue-managed workloads be preemption victims (default: never; Kueue's "
                           "quota would leak)")
@@ -221,9 +226,9 @@ def _extender_options(args: argparse.Namespace) -> service.ServiceOptions:
     _flagged("--max-reserved-gpus-per-namespace", lambda: service.ServiceOptions(
         max_reserved_gpus_per_namespace=args.max_reserved_gpus_per_namespace))
     tls = _flagged("--extender-tls-cert", lambda: _extender_tls(args))
-    preemption = _flagged("--preemption-rate", lambda: preempting.PreemptionOptions(
+    preemption = _flagged("--preemption-rate", lambda: preemption_options.PreemptionOptions(
         enabled=args.preemption == "lower-priority", rounds_per_minute=args.preemption_rate,
-        evict_kueue=args.preemption_evict_kueue))
+        evict_kueue=args.preemption_evict_kueue, budgets_from=args.preemption_budgets))
     return service.ServiceOptions(
         preemption=preemption,
         tls=tls,

@@ -1,5 +1,5 @@
-"""What the state keeps of a pod: only GPU pods, and only the labels and annotations the gang
-conventions read (50,000 pods add up)."""
+"""What the state keeps of a pod: only GPU pods, their labels (a bounded number) and only the
+annotations the gang conventions read (50,000 pods add up)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,10 @@ from fabricsched.topology import nodes as k8s
 KEPT_LABEL_PREFIXES = gangs.LABEL_PREFIXES
 # And Kueue's: preemption reads them from these records.
 _KEPT_LABELS = kinds.LEGACY_LABELS | kinds.KUEUE_LABELS
+MAX_OTHER_LABELS = 64
+"""Labels outside the conventions kept per pod: a PodDisruptionBudget may select on any of them
+(``app``, ``team``), matched against these records. A pod with more is marked ``labels_cut``
+(every budget with a selector then covers it: it protects rather than exposes)."""
 
 
 def requests_extended(body: Mapping[str, Any]) -> bool:
@@ -37,9 +41,18 @@ def _kept(key: str) -> bool:
 
 
 def trimmed(pod: k8s.PodUsage) -> k8s.PodUsage:
-    """Drop labels and annotations outside the gang conventions: 50k pods add up."""
+    """Drop annotations outside the gang conventions, and labels past ``MAX_OTHER_LABELS``
+    (the API server bounds each label's key and value already): 50k pods add up."""
+    labels, cut = pod.labels, False
+    if len(labels) > MAX_OTHER_LABELS:
+        others = sorted(k for k in labels if not _kept(k))
+        cut = len(others) > MAX_OTHER_LABELS
+        if cut:
+            dropped = set(others[MAX_OTHER_LABELS:])
+            labels = {k: v for k, v in labels.items() if k not in dropped}
     return replace(
         pod,
-        labels={k: v for k, v in pod.labels.items() if _kept(k)},
+        labels=labels,
         annotations={k: v for k, v in pod.annotations.items() if _kept(k)},
+        labels_cut=cut,
     )

@@ -100,6 +100,9 @@ class ClusterState:
         self.usage_generation = 0
         """The part of ``generation`` bumped by GPU pods starting or ending: capacity, not the
         fabric's shape or health (the status reporter writes those changes less often)."""
+        self.placed_pods_version = 0
+        """Bumped whenever the record of a pod on a node (before or after) is added, replaced or
+        removed: preemption keeps its index of running workloads while it stays put."""
 
     # --- readiness ----------------------------------------------------------------------
 
@@ -270,6 +273,8 @@ class ClusterState:
             old = None
         if old is None:
             self.optin.pod_added(pod, metadata.get("creationTimestamp"), self._synced)
+        if pod.node is not None or (old is not None and old.node is not None):
+            self.placed_pods_version += 1
         self._pods[key] = pod
         self._pods_by_namespace.setdefault(key[0], {})[key] = pod
         was_active = old is not None and old.active
@@ -292,6 +297,8 @@ class ClusterState:
 
     def _forget_pod(self, key: PodKey, old: k8s.PodUsage) -> None:
         del self._pods[key]
+        if old.node is not None:
+            self.placed_pods_version += 1
         in_namespace = self._pods_by_namespace.get(key[0], {})
         in_namespace.pop(key, None)
         if not in_namespace:
@@ -444,6 +451,7 @@ class ClusterState:
         moved = self.dra.recount(self._pods, self._fabrics.values())
         for key, pod in moved.items():
             self._pods[key] = self._pods_by_namespace[key[0]][key] = pod
+        self.placed_pods_version += bool(moved)
         if not moved and not touched:
             return  # a claim the counts do not read (from a template) and no allocation moved
         self.generation += 1

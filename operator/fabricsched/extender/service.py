@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,10 +30,10 @@ from fabricsched.extender.book import (
     reservations,
     workloads,
 )
-from fabricsched.extender.decide import coordinator, owners, pod_identity, preempting
+from fabricsched.extender.decide import coordinator, owners, pod_identity, preempting, preemption_options
 from fabricsched.extender.http import metrics, server
 from fabricsched.extender.http import tls as server_tls
-from fabricsched.extender.kube import evictions, feed, fetchers, store, wakeup, writer
+from fabricsched.extender.kube import disruptions, evictions, feed, fetchers, store, wakeup, writer
 from fabricsched.placement import patience, request, session
 from fabricsched.ports import errors, notices, views
 
@@ -69,7 +69,8 @@ class ServiceOptions:
     tls: server_tls.TLSFiles | None = None
     """HTTPS with client certificates (``--extender-tls-cert/-key``, ``--extender-client-ca``);
     None: plain HTTP."""
-    preemption: preempting.PreemptionOptions = field(default_factory=preempting.PreemptionOptions)
+    preemption: preemption_options.PreemptionOptions = field(
+        default_factory=preemption_options.PreemptionOptions)
     """``--preemption``, ``--preemption-rate``, ``--preemption-evict-kueue`` (docs/preemption.md)."""
     restart_placement: str = "previous"
     """``--restart-placement``: ``previous`` plans a gang whose whole group restarted back where
@@ -119,11 +120,14 @@ class Service:
         nudger: wakeup.Nudger | None = None,
         leading: Callable[[], bool] = lambda: True,
         placement_feed: mirror.PlacementFeed | None = None,
-        preemption_calls: preempting.PreemptionCalls | None = None,
+        preemption_calls: preemption_options.PreemptionCalls | None = None,
+        preemption_follow: Callable[[], Coroutine[Any, Any, None]] | None = None,
     ) -> None:
         self.state = state
         self.options = options
         self.feed = placement_feed
+        self.preemption_follow = preemption_follow
+        """Keeps what ``preemption_calls`` answers from current (the budget and namespace watches)."""
         self.store = placement_store
         events = store.RecorderEvents(recorder, clock)
         owner_cache = owners.OwnerCache(state, owner_fetcher, jobs, clock)
@@ -202,6 +206,8 @@ class Service:
         if self.preempter is not None:
             ready = lambda: self.coordinator.ready  # noqa: E731
             tasks.append(asyncio.create_task(self.preempter.run(ready), name="extender-preemption"))
+            if self.preemption_follow is not None:  # on every replica: a new leader has them at hand
+                tasks.append(asyncio.create_task(self.preemption_follow(), name="extender-disruptions"))
         try:
             context = self.options.tls.context() if self.options.tls is not None else None
             await web.TCPSite(runner, host, port, ssl_context=context).start()
@@ -260,6 +266,7 @@ def on_api(
     """The service with its FabricPlacement store and watch, Job, owner and pod lookups on
     ``api_client``; ``leading`` gates the background writes (two replicas: the Lease holder's)."""
     placement_store = store.ApiPlacementStore(api_client)
+    calls, follow = preemption_calls_on(api_client, options.preemption)
     return Service(
         state, placement_store, store.ApiJobFetcher(api_client), recorder, clock, options, registry,
         fetchers.ApiOwnerFetcher(api_client), fetchers.ApiPodLookup(api_client),
@@ -267,8 +274,19 @@ def on_api(
         leading=leading,
         placement_feed=feed.ApiPlacementFeed(
             api_client, placement_store.covers, since=lambda: placement_store.listed_version),
-        preemption_calls=evictions.ApiPreemptionCalls(api_client),
+        preemption_calls=calls, preemption_follow=follow,
     )
+
+
+def preemption_calls_on(
+    api_client: client.ApiClient, options: preemption_options.PreemptionOptions,
+) -> tuple[preemption_options.PreemptionCalls, Callable[[], Coroutine[Any, Any, None]] | None]:
+    """What preemption reads budgets and namespaces through, and the task that keeps it current:
+    their watches (``--preemption-budgets watch``), or reads at each decision (``read``: none)."""
+    if options.budgets_from == "read":
+        return evictions.ApiPreemptionCalls(api_client), None
+    followed = disruptions.FollowedDisruptions(api_client)
+    return followed, followed.follow
 
 
 def _readable(manifests: list[dict[str, Any]]) -> list[reservations.Entry]:

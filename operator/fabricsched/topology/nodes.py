@@ -141,6 +141,8 @@ class PodUsage:
     grace_s: int = DEFAULT_GRACE_S
     """How long it may take to terminate: ``metadata.deletionGracePeriodSeconds`` once it is
     being deleted, else ``spec.terminationGracePeriodSeconds`` (bounded by ``MAX_GRACE_S``)."""
+    labels_cut: bool = False
+    """Some of the pod's labels are not in ``labels`` (a record keeps a bounded number of them)."""
     derived: dict[str, object] = field(default_factory=dict, init=False, repr=False, compare=False)
     """Values computed from this record alone, kept with it so each is computed once (the gang
     key: ``gangs.key_of``). Every change of a pod is a new record, which starts empty."""

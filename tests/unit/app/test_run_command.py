@@ -7,10 +7,14 @@ import argparse
 from pathlib import Path
 
 import pytest
+from kubernetes import client
 
 from fabricsched import cli
 from fabricsched.app import commands
+from fabricsched.extender import service
 from fabricsched.extender.book import released
+from fabricsched.extender.decide import preemption_options
+from fabricsched.extender.kube import disruptions, evictions
 from fabricsched.placement import request
 from fabricsched.sim import policies
 
@@ -157,3 +161,17 @@ def test_restart_placement_defaults_to_previous_and_fresh_restores_the_old_behav
         cli.main(["run", "--help"])
     text = " ".join(capsys.readouterr().out.split())
     assert "--restart-placement {previous,fresh}" in text and "(default: previous)" in text
+
+
+def test_preemption_budgets_default_to_their_watches_and_read_restores_the_reads_at_each_decision(
+    tmp_path: Path,
+) -> None:
+    default = commands.options_from(parse(tmp_path)).extender.preemption
+    assert default.budgets_from == "watch"
+    calls, follow = service.preemption_calls_on(client.ApiClient(), default)
+    assert isinstance(calls, disruptions.FollowedDisruptions) and follow is not None
+    read = commands.options_from(parse(tmp_path, "--preemption-budgets", "read")).extender.preemption
+    calls, follow = service.preemption_calls_on(client.ApiClient(), read)
+    assert isinstance(calls, evictions.ApiPreemptionCalls) and follow is None
+    with pytest.raises(ValueError, match="preemption budgets must be one of watch, read"):
+        preemption_options.PreemptionOptions(budgets_from="api")

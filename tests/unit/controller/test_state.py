@@ -83,13 +83,15 @@ def test_pods_without_gpu_requests_are_not_kept(synced: Harness) -> None:
     assert not synced.of(changes.PodBound)
 
 
-def test_kept_pods_carry_only_gang_labels_and_annotations(synced: Harness) -> None:
+def test_kept_pods_carry_their_labels_and_only_gang_annotations(synced: Harness) -> None:
+    # Every label (a PodDisruptionBudget may select on ``team``); annotations of the gang conventions.
     pod = (builders.make_pod("p", "train").gpus(8).gang("g", 2).label("team", "x")
            .annotate("checksum/config", "abc").job("j", "uid-j", index=0))
     synced.state.apply_pod(pod.build())
     kept = synced.state.pods[("train", "p")]
     assert set(kept.labels) == {"fabricsched.io/gang", "batch.kubernetes.io/job-name",
-                                "batch.kubernetes.io/job-completion-index"}
+                                "batch.kubernetes.io/job-completion-index", "team"}
+    assert not kept.labels_cut
     assert set(kept.annotations) == {"fabricsched.io/gang-size"}
 
 

@@ -139,4 +139,11 @@ def test_kueues_pod_labels_are_kept_on_the_states_pod_records() -> None:
     labels = {label: "team" for label in kinds.KUEUE_LABELS} | {"app": "bert"}
     pod = nodes.PodUsage.from_manifest({"metadata": {"name": "p", "namespace": "ns", "uid": "u",
                                                      "labels": labels}, "spec": {}, "status": {}})
-    assert set(pod_records.trimmed(pod).labels) == kinds.KUEUE_LABELS
+    assert pod_records.trimmed(pod).labels == labels  # ``app`` too: a budget may select on it
+    assert not pod_records.trimmed(pod).labels_cut
+    # Past the cap, other labels go (the record says so); the conventions' stay.
+    many = labels | {f"extra-{i:03}": "x" for i in range(pod_records.MAX_OTHER_LABELS)}
+    cut = pod_records.trimmed(nodes.PodUsage.from_manifest(
+        {"metadata": {"name": "p", "namespace": "ns", "uid": "u", "labels": many}, "spec": {}, "status": {}}))
+    assert cut.labels_cut and set(cut.labels) >= kinds.KUEUE_LABELS and "app" in cut.labels
+    assert len(cut.labels) == len(kinds.KUEUE_LABELS) + pod_records.MAX_OTHER_LABELS

@@ -1,7 +1,9 @@
 """Who may be a victim: PodDisruptionBudgets, Kueue, and the namespace opt-out, as the flags the
 engine's ``RunningWorkload`` carries (docs/preemption.md, "Who can be a victim").
 
-Pure: the budgets come parsed (``extender.kube.evictions`` reads them); no I/O here.
+Pure: the budgets come parsed (``extender.kube.disruptions`` follows them); no I/O here. A
+budget's selector is matched against the labels of the pods the state holds, as the
+kube-scheduler matches it against its informer's pods.
 """
 
 from __future__ import annotations
@@ -27,17 +29,18 @@ class Budget:
     disruptions_allowed: int
     current: bool
     """``status.observedGeneration`` equals ``metadata.generation``: the status is about this spec."""
-    covered: frozenset[str] | None = None
-    """The names of the pods the API server lists for the selector. The pod records keep only the
-    gang conventions' labels, so a budget selecting on ``app`` cannot be matched against them;
-    None: match the selector against the labels at hand."""
 
     def covers(self, pod: nodes.PodUsage) -> bool:
         if self.selector is None:
             return False
-        if self.covered is not None:
-            return pod.name in self.covered
-        return self.selector.matches(pod.labels)
+        # A pod with more labels than its record keeps may carry the one the selector reads.
+        return pod.labels_cut or self.selector.matches(pod.labels)
+
+
+def covering_all(name: str) -> Budget:
+    """A budget that covers every pod of its namespace and allows no disruption: what stands for
+    budgets that cannot be read, or are more than are kept (it protects rather than exposes)."""
+    return Budget(name=name, selector=selectors.Selector(), disruptions_allowed=0, current=False)
 
 
 def opted_out(labels: Mapping[str, str]) -> bool:

@@ -26,17 +26,17 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import gc
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Protocol
 
 from fabricsched import gangs, ids, parsing
 from fabricsched.api import schedconfig
 from fabricsched.api.placement import PlacementPhase
 from fabricsched.extender.book import following, pending, preempted, reservations, sink, workloads
-from fabricsched.extender.decide import admission, budgets, owners, planning, running
+from fabricsched.extender.decide import admission, budgets, laps, owners, planning, running
+from fabricsched.extender.decide.preemption_options import PreemptionCalls, PreemptionOptions
 from fabricsched.placement import preemption, request, session, snapshot
 from fabricsched.ports import errors, views
 from fabricsched.topology import nodes
@@ -51,39 +51,6 @@ SAVE_TIMEOUT_S = 5.0
 """How long a round waits for its preemptor's FabricPlacement before evicting anything."""
 _ABOVE_ALL = 2**63
 """A priority above every workload's: ``warm`` builds every candidate."""
-
-
-class PreemptionCalls(Protocol):
-    """The API calls preemption needs (``extender.kube.evictions.ApiPreemptionCalls``)."""
-
-    async def budgets(self, namespace: str) -> Sequence[budgets.Budget]:
-        """The namespace's PodDisruptionBudgets; raises ``errors.ApiError``."""
-        ...
-
-    async def namespace_labels(self, namespace: str) -> Mapping[str, str]:
-        """The namespace's labels (cached a little by the adapter); raises ``errors.ApiError``."""
-        ...
-
-    async def evict(self, namespace: str, name: str, uid: str) -> None:
-        """Evict one pod through the Eviction API (policy/v1); a pod already gone is no error;
-        raises ``errors.ApiError`` (429 when a budget refuses)."""
-        ...
-
-
-@dataclass(frozen=True)
-class PreemptionOptions:
-    enabled: bool = True
-    """``--preemption lower-priority`` (True) or ``off``."""
-    rounds_per_minute: int = 6
-    """Most preemption rounds (evictions or yields) started per minute (``--preemption-rate``)."""
-    evict_kueue: bool = False
-    """Kueue-managed workloads may be victims (``--preemption-evict-kueue``)."""
-    interval_s: float = 1.0
-    placement: request.PlacementOptions = dataclasses.field(default_factory=request.PlacementOptions)
-
-    def __post_init__(self) -> None:
-        if self.rounds_per_minute < 1:
-            raise ValueError(f"preemption rate must be at least 1 per minute, not {self.rounds_per_minute}")
 
 
 class GangPreemption:
@@ -110,8 +77,7 @@ class GangPreemption:
         self.state, self.book, self.follower, self.writer = state, book, follower, writer
         self.events, self.owners, self.board, self.registry = events, owner_cache, board, registry
         self.calls, self.session, self.clock, self.options = calls, placing, clock, options
-        self.leading = leading
-        self.on_round = on_round
+        self.leading, self.on_round = leading, on_round
         """Told (victims evicted, GPU-seconds of progress lost) after every eviction round (metrics)."""
         self.on_planned = on_planned
         """Told when reservations yielded: no cluster event makes the kube-scheduler retry the
@@ -119,38 +85,50 @@ class GangPreemption:
         self.remembered: dict[ids.GangKey, preempted.PreemptedRecord] = {}
         """Victim gang -> who preempted it (bounded by ``MAX_REMEMBERED``, oldest forgotten)."""
         self.decided_s = 0.0
-        self.waited_s = 0.0
-        """Of ``decided_s``, the time spent waiting for namespaces and PodDisruptionBudgets."""
         """How long the last round's decision took (from the fit check to the choice; logged)."""
+        self.laps = laps.Laps()
+        """Where ``decided_s`` went (the log line's ms)."""
+        self.waited_s = 0.0
+        """Of ``decided_s``, the time spent in ``calls.budgets`` and ``calls.namespace_labels``:
+        about nothing while their watches are current, an API read per namespace otherwise."""
         self._started: list[float] = []
         """When the rounds of the last minute started (the rate limit)."""
         self.running = running.RunningIndex(owner_cache)
+        self._warmed_at = -1
+        """The state's ``placed_pods_version`` the index was last made for ahead of a decision."""
 
     # --- the sweep --------------------------------------------------------------------
 
     async def run(self, ready: Callable[[], bool]) -> None:
-        warm = False
         while True:
             await asyncio.sleep(self.options.interval_s)
             if not (ready() and self.options.enabled and self.leading()):
                 continue
             try:
-                if not warm:
-                    warm = await self.warm()
                 await self.sweep()
+                await self.warm()
             except Exception:  # a defect must not stop the sweep
                 logger.exception("preemption sweep failed")
 
-    async def warm(self) -> bool:
-        """The running workloads indexed before the first decision needs them (at 5,000 nodes
-        the first decision built 30,000 keys and 25,000 candidates: seconds, not milliseconds)."""
+    async def warm(self) -> None:
+        """The running workloads indexed ahead of the next decision, in slices that hand the loop
+        back, whenever a pod on a node changed (at 5,000 nodes a decision that built them paid
+        up to a second for 30,000 keys and 25,000 candidates, tens of ms for the pass alone)."""
         for name in sorted(self.state.topologies):
             snap = self.state.snapshot(name)
             if snap is not None:
-                await self.running.warm(self.state.pods, snap.fabric.hosts, snap.spec.gpu_resource)
-                await self._running(snap, _ABOVE_ALL)
-                return True
-        return False
+                version = self.state.placed_pods_version
+                if version == self._warmed_at:
+                    return
+                held = await self.running.warm(self.state.pods, snap.fabric.hosts, snap.spec.gpu_resource,
+                                               version)
+                if held and version == self.state.placed_pods_version:  # else: at the next tick
+                    await self._running(snap, _ABOVE_ALL)
+                    self._warmed_at = version
+                    # The index and the pods it holds live until they change: out of the cyclic
+                    # collector's sight, the full passes a decision's allocations set off skip them.
+                    gc.freeze()
+                return
 
     async def sweep(self) -> None:
         """One pass: every waiting gang, highest priority first, at most one round each."""
@@ -204,7 +182,7 @@ class GangPreemption:
     async def _for_gang(
         self, pod: nodes.PodUsage, gang: gangs.GangIdentity, snap: views.SnapshotView
     ) -> bool:
-        started, self.waited_s = time.perf_counter(), 0.0
+        started, self.waited_s, self.laps = time.perf_counter(), 0.0, laps.Laps()
         inputs = planning.inputs(self.session, self.book, snap, gang.key)
         ask = planning.gang_request(gang, snap.fabric)
         if isinstance(ask, request.NoFit):
@@ -212,6 +190,7 @@ class GangPreemption:
         hosts = list(snap.fabric.hosts)
         if isinstance(inputs.place(ask, self.options.placement, hosts), request.Plan):
             return False  # it fits: the scheduler places it (preemption never improves a placement)
+        self.laps.lap("fit check")
         priority, policy = self._rank(pod)
         preemptor = preemption.Preemptor(ask, priority, policy)
         options = preemption.Options(self.options.placement, self.options.evict_kueue)
@@ -224,7 +203,9 @@ class GangPreemption:
                 self.decided_s = time.perf_counter() - started
                 self._yield(pod, gang, snap, gave, priority)
                 return True
+        self.laps.lap("yield")
         running = await self._running(snap, preemptor.priority)
+        self.laps.lap("workloads")
         chosen: preemption.Choice | preemption.NoVictims
         if own:
             chosen = preemption.NoVictims(f"namespace {pod.namespace} opts out of preemption",
@@ -238,7 +219,10 @@ class GangPreemption:
                                 pending.message_of(gang, f"no plan, and no preemption: {chosen.reason}"))
             return False
         self.decided_s = time.perf_counter() - started
-        await self._evict(pod, gang, snap, chosen, priority, {c.workload.key: c.pods for c in running})
+        self.laps.lap("choice")
+        chosen_keys = {v.key for v in chosen.victims}
+        await self._evict(pod, gang, snap, chosen, priority,
+                          {c.workload.key: c.pods for c in running if c.workload.key in chosen_keys})
         return True
 
     @staticmethod
@@ -283,7 +267,8 @@ class GangPreemption:
         """Every GPU workload on the fabric's hosts of priority below ``below``, whole
         (``gangs.key_of``: a gang with one pod at or above it is left out), with its flags."""
         resource = snap.spec.gpu_resource
-        groups = self.running.groups(self.state.pods, snap.fabric.hosts, resource)
+        version = self.state.placed_pods_version
+        groups = self.running.groups(self.state.pods, snap.fabric.hosts, resource, version)
         patterns = {e.key: e.pattern for e in self.book.entries()}
         return await self.running.candidates(groups, below, self._namespace, patterns, self.clock(),
                                              snap.fabric, resource)
@@ -337,8 +322,9 @@ class GangPreemption:
             self.writer.save_soon(entry.key, SAVE_TIMEOUT_S)
         self.on_planned()
         self.events.pod_event(pod, "FabricReservationsYielded", f"gang {gang.display}: {reason}", False)
-        logger.info("gang %s (priority %d) %s (decided in %.1f ms, %.1f of them waiting for the API)",
-                    gang.display, priority, reason, self.decided_s * 1000, self.waited_s * 1000)
+        logger.info("gang %s (priority %d) %s (decided in %.1f ms, %.1f of them waiting for the API; %s)",
+                    gang.display, priority, reason, self.decided_s * 1000, self.waited_s * 1000,
+                    self.laps.text())
 
     async def _evict(self, pod: nodes.PodUsage, gang: gangs.GangIdentity, snap: views.SnapshotView,
                      choice: preemption.Choice, priority: int,
@@ -374,8 +360,9 @@ class GangPreemption:
                                       "plans again")
                 break
         self.on_round(evicted, choice.progress_lost_gpu_s)
-        logger.info("gang %s (priority %d) %s (decided in %.1f ms, %.1f of them waiting for the API)",
-                    gang.display, priority, reason, self.decided_s * 1000, self.waited_s * 1000)
+        logger.info("gang %s (priority %d) %s (decided in %.1f ms, %.1f of them waiting for the API; %s)",
+                    gang.display, priority, reason, self.decided_s * 1000, self.waited_s * 1000,
+                    self.laps.text())
 
     def _name(self, key: ids.GangKey, pods: Sequence[nodes.PodUsage]) -> str:
         entry = self.book.get(key)
@@ -430,8 +417,7 @@ class GangPreemption:
                 self.writer.submit(kept)
 
     def carry(self, entry: reservations.Entry, pod: nodes.PodUsage) -> reservations.Entry:
-        """A new plan with its gang's priority; a victim's keeps who preempted it (``fabricsched
-        explain`` reads it)."""
+        """A new plan with its gang's priority; a victim's keeps who preempted it (for explain)."""
         record = self.remembered.get(entry.key)
         return dataclasses.replace(entry, priority=self._rank(pod)[0],
                                    preempted_by=record if record is not None else entry.preempted_by)

@@ -53,27 +53,52 @@ class RunningIndex:
         """(the fabric's hosts, the GPU resource, the owner cache's version) the keys are for."""
         self._made: dict[ids.GangKey, tuple[tuple[Namespace, request.Pattern], float | None, Candidate]] = {}
         """Workload -> (namespace facts and pattern, the clock when no pod of it started, its candidate)."""
+        self._grouped_at: tuple[int, dict[ids.GangKey, list[nodes.PodUsage]]] | None = None
+        """The last groups, and the state's ``placed_pods_version`` they are for."""
+        self._all: _Built | None = None
+        """The last candidates of every priority, and what they were built from."""
 
     def groups(
-        self, pods: Mapping[PodKey, nodes.PodUsage], hosts: Mapping[ids.NodeName, object], resource: str
+        self, pods: Mapping[PodKey, nodes.PodUsage], hosts: Mapping[ids.NodeName, object], resource: str,
+        version: int | None = None,
     ) -> dict[ids.GangKey, list[nodes.PodUsage]]:
-        """Every GPU workload on ``hosts`` (active pods holding ``resource``), by gang key."""
+        """Every GPU workload on ``hosts`` (active pods holding ``resource``), by gang key: the
+        same object as the last call's while ``version`` (the state's ``placed_pods_version``),
+        the fabric's hosts and the owner cache stayed put (a pass over 30,000 pods saved)."""
         self._on_fabric(hosts, resource)
+        if version is not None and self._grouped_at is not None and self._grouped_at[0] == version:
+            return self._grouped_at[1]
         if len(self._keys) > 2 * len(pods) + 1024:  # deleted pods: forget them now and then
             self._keys = {k: v for k, v in self._keys.items() if k in pods}
-        return self._grouped_by_key(pods.items(), hosts)
+        out = self._grouped_by_key(pods.items(), hosts)
+        self._grouped_at = None if version is None else (version, out)
+        return out
 
     async def warm(
         self, pods: Mapping[PodKey, nodes.PodUsage], hosts: Mapping[ids.NodeName, object], resource: str,
-        chunk: int = 2000,
-    ) -> None:
-        """Every pod's key computed ahead of the first decision, the loop handed back every
-        ``chunk`` pods (30,000 keys take a few hundred ms: the first decision paid them)."""
+        version: int, chunk: int = 2000,
+    ) -> bool:
+        """The groups of ``groups`` made ahead of a decision, the loop handed back every
+        ``chunk`` pods (30,000 keys take a few hundred ms, the pass over them tens: a decision
+        paid them); kept for ``version``, the state's ``placed_pods_version`` when it started.
+        False when they could not be kept (the owner cache moved meanwhile)."""
         self._on_fabric(hosts, resource)
+        if self._grouped_at is not None and self._grouped_at[0] == version:
+            return True
         items = list(pods.items())  # the state's dict may change while the loop is handed back
+        out: dict[ids.GangKey, list[nodes.PodUsage]] = {}
         for start in range(0, len(items), chunk):
-            self._grouped_by_key(items[start:start + chunk], hosts)
+            for key, found in self._grouped_by_key(items[start:start + chunk], hosts).items():
+                group = out.get(key)
+                if group is None:
+                    out[key] = found
+                else:
+                    group.extend(found)
             await asyncio.sleep(0)
+        if self._on is None or self._on[2] != self._owners.version:
+            return False  # the owner cache moved meanwhile: keys naming a PodGroup may be stale
+        self._grouped_at = (version, out)
+        return True
 
     def _on_fabric(self, hosts: Mapping[ids.NodeName, object], resource: str) -> None:
         """Forget what no longer holds: every key on another fabric or resource, the keys that
@@ -85,10 +110,12 @@ class RunningIndex:
             self._keys.clear()
             self._grouped.clear()
             self._made.clear()
+            self._grouped_at = None
         elif self._on[2] != version:
             for gone in self._grouped:
                 self._keys.pop(gone, None)
             self._grouped.clear()
+            self._grouped_at = None
         self._on = (hosts, resource, version)
 
     def _grouped_by_key(
@@ -123,8 +150,26 @@ class RunningIndex:
     ) -> list[Candidate]:
         """The workloads of ``groups`` of priority below ``below`` as victim candidates, each
         kept from the last decision when nothing it is made of changed. ``namespace_of`` is read
-        once per namespace that has one; ``patterns`` are the plans' (all-to-all without one)."""
-        made, out, built = self._made, [], 0
+        once per namespace that has one; ``patterns`` are the plans' (all-to-all without one).
+
+        The candidates of every priority are kept whole between calls: while ``groups`` is the
+        same object, and the namespaces, the patterns and (when a candidate has no start time)
+        the clock are the same, they are not built again, only filtered by priority."""
+        last = self._all
+        if last is not None and last.groups is groups and last.patterns == patterns and (
+                last.now is None or last.now == now):
+            namespaces = {ns: await namespace_of(ns) for ns in last.namespaces}
+            if namespaces == last.namespaces:
+                return [c for c in last.candidates if c.workload.priority < below]
+        self._all = await self._built(groups, namespace_of, patterns, now, fab, resource)
+        return [c for c in self._all.candidates if c.workload.priority < below]
+
+    async def _built(
+        self, groups: Mapping[ids.GangKey, list[nodes.PodUsage]],
+        namespace_of: Callable[[str], Awaitable[Namespace]], patterns: Mapping[ids.GangKey, request.Pattern],
+        now: float, fab: fabric.Fabric, resource: str,
+    ) -> _Built:
+        made, out, built, unstarted_any = self._made, [], 0, False
         namespaces: dict[str, Namespace] = {}
         # Thousands of workloads at 5,000 nodes, most of them one pod: one plain loop.
         for key, pods in groups.items():
@@ -134,8 +179,6 @@ class RunningIndex:
             else:
                 kept = None
                 priority = pods[0].priority if len(pods) == 1 else max(p.priority for p in pods)
-            if priority >= below:
-                continue  # never a victim: ``preemption.choose`` reads lower-priority work alone
             namespace = pods[0].namespace
             facts = namespaces.get(namespace)
             if facts is None:
@@ -143,8 +186,12 @@ class RunningIndex:
             pattern = patterns.get(key, request.Pattern.ALL_TO_ALL)
             if kept is not None and kept[0] == (facts, pattern) and (kept[1] is None or kept[1] == now):
                 out.append(kept[2])
+                unstarted_any = unstarted_any or kept[1] is not None
+                if len(out) % 5000 == 0:  # 25,000 kept ones take tens of ms: /filter in between
+                    await asyncio.sleep(0)
                 continue
             unstarted = all(p.started_at is None for p in pods)
+            unstarted_any = unstarted_any or unstarted
             candidate = _candidate(key, pods, priority, facts, pattern, now, fab, resource)
             made[key] = ((facts, pattern), now if unstarted else None, candidate)
             out.append(candidate)
@@ -153,7 +200,17 @@ class RunningIndex:
                 await asyncio.sleep(0)
         if len(made) > 2 * len(groups) + 1024:  # workloads gone: forget them now and then
             self._made = {k: v for k, v in made.items() if k in groups}
-        return out
+        return _Built(groups, namespaces, dict(patterns), now if unstarted_any else None, out)
+
+
+@dataclass(frozen=True)
+class _Built:
+    groups: Mapping[ids.GangKey, list[nodes.PodUsage]]
+    namespaces: dict[str, Namespace]
+    patterns: dict[ids.GangKey, request.Pattern]
+    now: float | None
+    """The clock they were built at when one of them has no start time (its progress moves)."""
+    candidates: list[Candidate]
 
 
 def _candidate(

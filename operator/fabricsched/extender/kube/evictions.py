@@ -1,14 +1,16 @@
-"""The API calls of preemption (``decide.preempting.PreemptionCalls``): PodDisruptionBudgets, a
-namespace's labels, and evictions through the Eviction API (policy/v1), so the API server
-enforces the budgets too (a 429 when one refuses).
+"""The API calls of preemption (``decide.preemption_options.PreemptionCalls``): evictions through the
+Eviction API (policy/v1), so the API server enforces the budgets too (a 429 when one refuses);
+and a namespace's PodDisruptionBudgets and labels read at the decision, which is what
+``disruptions.FollowedDisruptions`` falls back to while its watches are not current (before their
+first listing, or without the RBAC to watch).
 
-Each call is one request in a worker thread, bounded in time, through ``ports.errors.call``.
+Each call is one request in a worker thread, bounded in time, through ``ports.errors.call``. The
+parsing of a budget (``budget_of``) is the one the watch uses too.
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import logging
 import time
@@ -28,15 +30,19 @@ logger = logging.getLogger(__name__)
 Budget = budgets.Budget
 
 NAMESPACE_TTL_S = 30.0
-"""How long a namespace's labels are kept (the opt-out label changes rarely)."""
+"""How long a namespace's labels read from the API are kept (the opt-out label changes rarely)."""
 MAX_BUDGETS = 1000
-"""Most budgets read in one namespace (more: the rest protect nothing, and a warning says so)."""
-MAX_COVERED = 5000
-"""Most pods listed for one budget's selector; a budget selecting more is taken to cover every pod
-of its namespace (it protects rather than exposes)."""
-COVERED_BUDGETS = 50
-"""Budgets of one namespace whose pods are listed; past them, each covers every pod."""
-_METADATA_ONLY = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
+"""Most budgets kept for one namespace; a namespace with more has every workload protected."""
+MORE_BUDGETS = f"(more than {MAX_BUDGETS} budgets)"
+"""The name of the budget that stands for those not kept (no object can be named so)."""
+MAX_SELECTOR_TERMS = 64
+"""Most requirements (matchLabels entries and matchExpressions) of a budget's selector read."""
+MAX_SELECTOR_VALUES = 256
+"""Most values over all of a selector's requirements; a longer selector covers every pod."""
+MAX_NAME = 253
+MAX_LABEL_KEY = 317
+"""A label key: a DNS prefix (253), ``/`` and a name (63)."""
+MAX_LABEL_VALUE = 63
 
 
 class ApiPreemptionCalls:
@@ -54,30 +60,13 @@ class ApiPreemptionCalls:
             limit=MAX_BUDGETS, _request_timeout=self._timeout_s, _preload_content=False,
         )
         try:
-            found = budgets_of(parsing.mapping(json.loads(listed.data), "PodDisruptionBudgetList"))
+            body = parsing.mapping(json.loads(listed.data), "PodDisruptionBudgetList")
+            found = budgets_of(body)
+            more = parsing.mapping(body.get("metadata") or {}, "metadata").get("continue")
         except (ValueError, AttributeError) as e:  # parsing.Invalid is a ValueError
             message = f"unreadable PodDisruptionBudgets of {namespace}: {e}"
             raise errors.ApiError(message[: errors.MAX_DETAIL]) from e
-        return [await self._with_pods(namespace, b) if i < COVERED_BUDGETS else _everything(b)
-                for i, b in enumerate(found)]
-
-    async def _with_pods(self, namespace: str, budget: Budget) -> Budget:
-        """The budget with the pods its selector lists (names only: metadata, not the pods)."""
-        if budget.selector is None:
-            return budget
-        try:
-            listed: Any = await asyncio.to_thread(
-                errors.call, self._core.list_namespaced_pod, namespace,
-                label_selector=budget.selector.query(), limit=MAX_COVERED,
-                _request_timeout=self._timeout_s, _preload_content=False,
-                _headers={"Accept": _METADATA_ONLY},
-            )
-            names = _pod_names(parsing.mapping(json.loads(listed.data), "PodList"))
-        except (errors.ApiError, ValueError, AttributeError) as e:
-            logger.warning("cannot list the pods of budget %s/%s (taken to cover every pod): %s",
-                           namespace, budget.name, str(e)[: errors.MAX_DETAIL])
-            return _everything(budget)
-        return _everything(budget) if names is None else dataclasses.replace(budget, covered=names)
+        return [*found, budgets.covering_all(MORE_BUDGETS)] if more else found
 
     async def namespace_labels(self, namespace: str) -> Mapping[str, str]:
         now = self._clock()
@@ -114,48 +103,44 @@ class ApiPreemptionCalls:
 
 
 def budgets_of(listed: Mapping[str, Any]) -> list[budgets.Budget]:
-    """The budgets of a PodDisruptionBudgetList; an unparsable selector selects every pod (it
-    protects rather than exposes)."""
-    out = []
-    for raw in parsing.sequence(listed.get("items"), "items")[:MAX_BUDGETS]:
-        item = parsing.mapping(raw, "items[]")
-        metadata = parsing.mapping(item.get("metadata"), "metadata")
-        spec = parsing.mapping(item.get("spec"), "spec")
-        status = parsing.mapping(item.get("status"), "status")
-        out.append(budgets.Budget(
-            name=parsing.string(metadata.get("name"), "metadata.name")[:253],
-            selector=_selector(spec.get("selector")),
-            disruptions_allowed=_int(status.get("disruptionsAllowed")),
-            current=_int(status.get("observedGeneration"), -1) == _int(metadata.get("generation"), -2),
-        ))
-    return out
+    """The budgets of a PodDisruptionBudgetList (the first ``MAX_BUDGETS``)."""
+    return [budget_of(parsing.mapping(raw, "items[]"))
+            for raw in parsing.sequence(listed.get("items"), "items")[:MAX_BUDGETS]]
 
 
-def _pod_names(listed: Mapping[str, Any]) -> frozenset[str] | None:
-    """The names in a pod list; None when the list is cut (more than ``MAX_COVERED``)."""
-    if parsing.mapping(listed.get("metadata") or {}, "metadata").get("continue"):
-        return None
-    names = set()
-    for raw in parsing.sequence(listed.get("items") or [], "items")[:MAX_COVERED]:
-        metadata = parsing.mapping(parsing.mapping(raw, "items[]").get("metadata"), "metadata")
-        names.add(parsing.string(metadata.get("name"), "metadata.name")[:253])
-    return frozenset(names)
-
-
-def _everything(budget: budgets.Budget) -> budgets.Budget:
-    """The budget taken to select every pod of its namespace (what it selects is not known)."""
-    if budget.selector is None:
-        return budget
-    return dataclasses.replace(budget, selector=selectors.Selector(), covered=None)
+def budget_of(item: Mapping[str, Any]) -> budgets.Budget:
+    """One PodDisruptionBudget; raises ``parsing.Invalid`` for a field of the wrong JSON type. An
+    unparsable or oversized selector selects every pod (it protects rather than exposes); a
+    missing status is a stale one (the disruption controller has not read the budget yet)."""
+    metadata = parsing.mapping(item.get("metadata"), "metadata")
+    spec = parsing.mapping(item.get("spec"), "spec")
+    status = parsing.mapping(item.get("status"), "status")
+    return budgets.Budget(
+        name=parsing.string(metadata.get("name"), "metadata.name")[:MAX_NAME],
+        selector=_selector(spec.get("selector")),
+        disruptions_allowed=_int(status.get("disruptionsAllowed")),
+        current=_int(status.get("observedGeneration"), -1) == _int(metadata.get("generation"), -2),
+    )
 
 
 def _selector(raw: object) -> selectors.Selector | None:
     if raw is None:
         return None
     try:
-        return selectors.Selector.compile(api_topology.LabelSelector.model_validate(raw))
+        parsed = api_topology.LabelSelector.model_validate(raw)
     except pydantic.ValidationError:
         return selectors.Selector()
+    return selectors.Selector.compile(parsed) if _bounded(parsed) else selectors.Selector()
+
+
+def _bounded(selector: api_topology.LabelSelector) -> bool:
+    """Within what the API server validates (label keys and values) and a few hundred values."""
+    terms = [(k, [v]) for k, v in selector.match_labels.items()]
+    terms += [(e.key, e.values) for e in selector.match_expressions]
+    values_read = sum(len(values) for _, values in terms)
+    return (len(terms) <= MAX_SELECTOR_TERMS and values_read <= MAX_SELECTOR_VALUES
+            and all(len(key) <= MAX_LABEL_KEY and all(len(v) <= MAX_LABEL_VALUE for v in values)
+                    for key, values in terms))
 
 
 def _int(value: object, default: int = 0) -> int:

@@ -48,22 +48,30 @@ def test_priority_is_read_bounded_from_the_pod() -> None:
     assert (read.priority, read.preemption_policy) == (nodes.PRIORITY_BOUND, nodes.NEVER)
 
 
-def test_a_budget_covers_the_pods_the_api_server_listed_for_it() -> None:
-    # The pod records keep no ``app`` label: the names listed for the selector decide.
-    (read,) = evictions.budgets_of({"items": [pdb("one", "a", 1)]})
-    listed = dataclasses.replace(read, covered=frozenset({"a-0", "a-1"}))
-    gang = [pod(f"a-{i}", "x") for i in range(2)]
-    assert budgets.protected(gang, [listed])
-    assert not budgets.protected([pod("b-0", "a")], [listed])
+def test_a_budget_covers_the_pods_its_selector_matches_on_any_label() -> None:
+    (read,) = evictions.budgets_of({"items": [{
+        "metadata": {"name": "web", "generation": 1}, "spec": {"selector": {"matchLabels": {"app": "web"}}},
+        "status": {"disruptionsAllowed": 1, "observedGeneration": 1}}]})
+    gang = [pod(f"a-{i}", "x", app="web") for i in range(2)]
+    assert budgets.protected(gang, [read])
+    assert not budgets.protected([pod("b-0", "x", app="db")], [read])
 
 
-def test_pod_names_of_a_list_and_a_cut_list() -> None:
-    names = evictions._pod_names({"items": [{"metadata": {"name": "a-0"}}, {"metadata": {"name": "a-1"}}]})
-    assert names == frozenset({"a-0", "a-1"})
-    assert evictions._pod_names({"metadata": {"continue": "token"}, "items": []}) is None
-    # Unknown what a budget selects: it is taken to select every pod.
+def test_a_pod_whose_labels_were_cut_is_covered_by_every_selector() -> None:
     (read,) = evictions.budgets_of({"items": [pdb("one", "a", 0)]})
-    assert budgets.protected([pod("z-0", "z")], [evictions._everything(read)])
+    cut = dataclasses.replace(pod("z-0", "z"), labels_cut=True)
+    assert budgets.protected([cut], [read])
+    assert not budgets.protected([pod("z-0", "z")], [read])
+    # A budget without a selector covers no pod, cut or not.
+    status = {"disruptionsAllowed": 0, "observedGeneration": 1}
+    (none,) = evictions.budgets_of({"items": [{"metadata": {"name": "n", "generation": 1}, "spec": {},
+                                               "status": status}]})
+    assert not budgets.protected([cut], [none])
+
+
+def test_budgets_past_the_cap_protect_the_whole_namespace() -> None:
+    every = budgets.covering_all(evictions.MORE_BUDGETS)
+    assert budgets.protected([pod("z-0", "z")], [every])
 
 
 def test_a_selector_in_the_api_syntax() -> None:
@@ -75,5 +83,5 @@ def test_a_selector_in_the_api_syntax() -> None:
         "status": {"disruptionsAllowed": 0, "observedGeneration": 1}}]})
     assert read.selector is not None
     assert read.selector.query() == "app in (web),tier notin (a,b),!x"
-    assert evictions._everything(read).selector is not None
-    assert evictions._everything(read).selector.query() == ""  # type: ignore[union-attr]
+    assert read.selector.matches({"app": "web", "tier": "c"})
+    assert not read.selector.matches({"app": "web", "tier": "a"})

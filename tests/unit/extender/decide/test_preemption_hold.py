@@ -11,7 +11,7 @@ from extender_harness import Harness, fabric_nodes
 from builders import PodBuilder, make_pod
 from fabricsched.api.placement import PlacementPhase
 from fabricsched.extender.book import preempted
-from fabricsched.extender.decide import budgets, preempting
+from fabricsched.extender.decide import budgets, preempting, preemption_options
 from fabricsched.extender.decide.coordinator import Coordinator
 
 TTL_S = 20.0
@@ -54,7 +54,7 @@ def preempting_harness() -> tuple[Harness, Evictions, preempting.GangPreemption]
     c: Coordinator = h.coordinator
     preempter = preempting.GangPreemption(
         h.state, h.book, c.follower, h.writer, c.events, c.owners, c.pending, c.workloads, calls,
-        c._session, h.clock, preempting.PreemptionOptions(),
+        c._session, h.clock, preemption_options.PreemptionOptions(),
     )
     c.preempter = preempter  # housekeeping clears the hold, as in the service
     h.state.apply_pod(make_pod("urgent", "train").gpus(8).priority(1000).scheduler("fabricsched").build())

@@ -32,7 +32,7 @@ def full_pass(h: Harness) -> dict[ids.GangKey, list[nodes.PodUsage]]:
 def indexed(h: Harness, index: running.RunningIndex) -> dict[ids.GangKey, list[nodes.PodUsage]]:
     snap = h.state.snapshot(next(iter(h.state.topologies)))
     assert snap is not None
-    return index.groups(h.state.pods, snap.fabric.hosts, GPU)
+    return index.groups(h.state.pods, snap.fabric.hosts, GPU, h.state.placed_pods_version)
 
 
 def test_the_index_follows_random_pod_changes_as_a_full_pass_sees_them(harness: Harness) -> None:
@@ -101,11 +101,11 @@ def test_a_candidate_is_built_again_when_what_it_is_made_of_changes(harness: Har
     def made(now: float = 100.0, pattern: request.Pattern | None = None) -> running.Candidate:
         patterns = {} if pattern is None else {ids.GangKey("train/a@uid-train-a"): pattern}
         found = h.run(index.candidates(indexed(h, index), 10, namespace_of, patterns, now, snap.fabric, GPU))
-        (candidate,) = found  # b's priority is not below 10: neither a candidate nor its namespace read
+        (candidate,) = found  # b's priority is not below 10: built (kept for later), not a candidate
         return candidate
 
     first = made()
-    assert read == ["train"] and first.workload.key == "train/a@uid-train-a"
+    assert read == ["train", "other"] and first.workload.key == "train/a@uid-train-a"
     assert made() is first, "nothing changed: kept"
     assert made(now=200.0).workload.started_s == 200.0, "no start time: the clock's"
     facts["train"] = ([], True)
@@ -140,7 +140,7 @@ def test_warming_computes_every_key_ahead_in_chunks_and_the_decision_then_comput
         h.state.apply_pod(pod.build())
     snap = h.state.snapshot(next(iter(h.state.topologies)))
     assert snap is not None
-    h.run(index.warm(h.state.pods, snap.fabric.hosts, GPU, chunk=4))
+    assert h.run(index.warm(h.state.pods, snap.fabric.hosts, GPU, h.state.placed_pods_version, chunk=4))
     computed: list[str] = []
     key = h.coordinator.owners.key
 
@@ -157,3 +157,30 @@ def test_warming_computes_every_key_ahead_in_chunks_and_the_decision_then_comput
     assert computed == ["late"], "a pod that came later: its key alone"
     h.coordinator.owners.key = key  # type: ignore[method-assign]
     assert found == full_pass(h)
+
+
+def test_groups_and_candidates_are_kept_whole_while_no_pod_on_a_node_changes(harness: Harness) -> None:
+    h = harness
+    index = running.RunningIndex(h.coordinator.owners)
+    h.state.apply_pod(make_pod("low", "train").gpus(8).priority(5).on("l1-h0").build())
+    h.state.apply_pod(make_pod("mid", "train").gpus(8).priority(50).on("l1-h1").build())
+    snap = h.state.snapshot(next(iter(h.state.topologies)))
+    assert snap is not None
+
+    async def namespace_of(namespace: str) -> running.Namespace:
+        return [], False
+
+    def candidates(groups: dict[ids.GangKey, list[nodes.PodUsage]], below: int) -> list[running.Candidate]:
+        return h.run(index.candidates(groups, below, namespace_of, {}, 100.0, snap.fabric, GPU))
+
+    groups = indexed(h, index)
+    assert [c.workload.priority for c in candidates(groups, 100)] == [5, 50]
+    kept = candidates(groups, 10)
+    assert [c.workload.priority for c in kept] == [5], "filtered by priority, not built again"
+    h.state.apply_pod(make_pod("pending", "train").gpus(8).build())  # on no node: no workload
+    assert indexed(h, index) is groups, "nothing on a node changed: the same groups"
+    assert candidates(indexed(h, index), 10)[0] is kept[0]
+    h.state.apply_pod(make_pod("low", "train").gpus(8).priority(5).on("l1-h0").terminating().build())
+    moved = indexed(h, index)
+    assert moved is not groups and moved == full_pass(h)
+    assert candidates(moved, 10)[0].workload.protected, "its pod changed: built again"

@@ -1,0 +1,62 @@
+"""The sweep keeps its index of running workloads warm between decisions (docs/preemption.md):
+after a pod on a node changed, the next tick makes it, so the decision that follows computes
+no gang key and builds no candidate; a tick with nothing changed does nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import pytest
+from extender_harness import Harness, fabric_nodes
+
+from builders import make_pod
+from fabricsched import ids
+from fabricsched.extender.decide import budgets, preempting, preemption_options
+from fabricsched.topology import nodes
+
+
+class NoBudgets:
+    def __init__(self) -> None:
+        self.evicted: list[str] = []
+
+    async def budgets(self, namespace: str) -> Sequence[budgets.Budget]:
+        return ()
+
+    async def namespace_labels(self, namespace: str) -> Mapping[str, str]:
+        return {}
+
+    async def evict(self, namespace: str, name: str, uid: str) -> None:
+        self.evicted.append(name)
+
+
+def test_a_decision_after_a_warm_tick_computes_no_key_and_an_idle_tick_does_nothing(
+        caplog: pytest.LogCaptureFixture) -> None:
+    h = Harness(fabric_nodes())
+    h.restore()
+    for node in sorted(h.state.nodes):
+        h.state.apply_pod(make_pod(f"low-{node}", "train").gpus(8).priority(100).on(node).build())
+    c = h.coordinator
+    calls = NoBudgets()
+    preempter = preempting.GangPreemption(
+        h.state, h.book, c.follower, h.writer, c.events, c.owners, c.pending, c.workloads, calls,
+        c._session, h.clock, preemption_options.PreemptionOptions(),
+    )
+    h.run(preempter.warm())
+    made: list[str] = []
+    key = c.owners.key
+
+    def counted(pod: nodes.PodUsage) -> ids.GangKey:
+        made.append(pod.name)
+        return key(pod)
+
+    c.owners.key = counted  # type: ignore[method-assign]
+    h.run(preempter.warm())
+    assert made == [], "nothing on a node changed: the tick does nothing"
+    h.state.apply_pod(make_pod("urgent", "train").gpus(8).priority(1000).scheduler("fabricsched").build())
+    assert made == []
+    with caplog.at_level("INFO", logger=preempting.__name__):
+        h.run(preempter.sweep())
+    assert len(calls.evicted) == 1
+    assert made == ["urgent"], "the decision computed the preemptor's key alone, no running pod's"
+    (line,) = [r.getMessage() for r in caplog.records if "decided in" in r.getMessage()]
+    assert "fit check" in line and "workloads" in line and "choice" in line
