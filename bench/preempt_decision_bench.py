@@ -34,12 +34,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO / "tests"), str(REPO / "tests" / "unit" / "extender")]
 
-from extender_harness import Harness  # noqa: E402
+from extender_harness import Harness, PlayedEvictions  # noqa: E402
 
 from benchstats import percentile  # noqa: E402
 from builders import PodBuilder, make_pod  # noqa: E402
 from fabricsched.cluster import samples  # noqa: E402
-from fabricsched.extender.decide import budgets, preempting, preemption_options  # noqa: E402
+from fabricsched.extender.decide import preempting, preemption_options  # noqa: E402
 
 HOSTS_PER_LEAF = 16
 LEAVES_PER_SPINE = 16
@@ -58,25 +58,6 @@ class Pod:
             stamp = datetime.datetime.fromtimestamp(self.started_s, datetime.UTC)
             made["status"]["startTime"] = stamp.strftime("%Y-%m-%dT%H:%M:%SZ")
         return made
-
-
-class Calls:
-    """The API calls of a round: no budgets, namespaces without labels; an evicted pod is
-    marked terminating on the state."""
-
-    def __init__(self, h: Harness, pods: Mapping[str, Pod]) -> None:
-        self.h, self.pods = h, pods
-        self.evicted: list[str] = []
-
-    async def budgets(self, namespace: str) -> Sequence[budgets.Budget]:
-        return ()
-
-    async def namespace_labels(self, namespace: str) -> Mapping[str, str]:
-        return {}
-
-    async def evict(self, namespace: str, name: str, uid: str) -> None:
-        self.evicted.append(name)
-        self.h.state.apply_pod(self.pods[name].build(terminating=True))
 
 
 def build(node_count: int, per_node: int, start_times: bool) -> tuple[Harness, dict[str, Pod]]:
@@ -110,8 +91,8 @@ def build(node_count: int, per_node: int, start_times: bool) -> tuple[Harness, d
     return h, low
 
 
-def one_round(h: Harness, calls: Calls, preempter: preempting.GangPreemption, turn: int,
-              gang: int, gpus: int) -> tuple[float, float]:
+def one_round(h: Harness, calls: PlayedEvictions, low: Mapping[str, Pod],
+              preempter: preempting.GangPreemption, turn: int, gang: int, gpus: int) -> tuple[float, float]:
     """(decided_s, the whole sweep's CPU seconds) for a new high gang; the fabric is full again
     afterwards. The sweep's CPU time stays honest on a machine shared with other work."""
     name = f"h-{turn:03d}"
@@ -134,7 +115,7 @@ def one_round(h: Harness, calls: Calls, preempter: preempting.GangPreemption, tu
         built = pod.build()["metadata"]
         h.state.delete_pod(built["namespace"], built["name"])
     for victim in calls.evicted:
-        h.state.apply_pod(calls.pods[victim].build())  # running again, as before the round
+        h.state.apply_pod(low[victim].build())  # running again, as before the round
     h.run(h.writer.flush(1.0))
     return preempter.decided_s, swept
 
@@ -152,7 +133,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     started = time.perf_counter()
     h, low = build(args.nodes, args.pods_per_node, not args.no_start_times)
-    calls = Calls(h, low)
+    calls = PlayedEvictions(lambda name: h.state.apply_pod(low[name].build(terminating=True)))
     c = h.coordinator
     preempter = preempting.GangPreemption(
         h.state, h.book, c.follower, h.writer, c.events, c.owners, c.pending, c.workloads, calls,
@@ -162,10 +143,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"{args.nodes} nodes, {len(h.state.pods)} pods, {len(low) // HOSTS_PER_LEAF} low gangs "
           f"(built in {time.perf_counter() - started:.1f} s); load average {os.getloadavg()[0]:.2f}")
     gpus = 8 - args.pods_per_node
-    one_round(h, calls, preempter, 999, args.gang, gpus)  # warm: the engine's snapshot, caches
+    one_round(h, calls, low, preempter, 999, args.gang, gpus)  # warm: the engine's snapshot, caches
     decided, swept = [], []
     for turn in range(args.rounds):
-        d, s = one_round(h, calls, preempter, turn, args.gang, gpus)
+        d, s = one_round(h, calls, low, preempter, turn, args.gang, gpus)
         decided.append(d * 1000)
         swept.append(s * 1000)
     for what, values in (("decision", decided), ("sweep CPU", swept)):
@@ -175,7 +156,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.profile:
         profile = cProfile.Profile()
         profile.enable()
-        one_round(h, calls, preempter, 1000, args.gang, gpus)
+        one_round(h, calls, low, preempter, 1000, args.gang, gpus)
         profile.disable()
         pstats.Stats(profile).sort_stats("cumulative").print_stats(args.profile)
     return 0

@@ -101,7 +101,7 @@ class Fabric:
         """Of each decision the running process logged, the milliseconds it waited for the API
         (budgets and namespace labels)."""
         text = (self.root / f"fabricsched-run-{self.starts}.log").read_text(errors="replace")
-        return [float(m) for m in re.findall(r"ms, ([0-9.]+) of them waiting for the API\)", text)]
+        return [float(m) for m in re.findall(r"ms, ([0-9.]+) of them waiting for the API[;)]", text)]
 
     def metric(self, name: str) -> float:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.health_port}/metrics", timeout=5) as r:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,7 +25,7 @@ from builders import PodBuilder, make_node, make_pod, make_topology, topograph_t
 from fabricsched import ids
 from fabricsched.controller import state as cluster_state
 from fabricsched.extender import service as extender_service
-from fabricsched.extender.decide import coordinator, owners, pod_identity
+from fabricsched.extender.decide import budgets, coordinator, owners, pod_identity
 from fabricsched.extender.decide.answers import FilterAnswer
 from fabricsched.ports import errors, notices
 from fabricsched.topology import nodes
@@ -83,6 +83,26 @@ class EventLog:
 
     def reasons(self) -> list[str]:
         return [e[1] for e in self.events]
+
+
+class PlayedEvictions:
+    """Preemption's API calls played in memory (``preemption_options.PreemptionCalls``): no
+    budgets, namespaces without labels; each eviction recorded, then handed to ``on_evict``
+    (e.g. to mark the pod terminating on the state, as a kubelet keeps its containers running)."""
+
+    def __init__(self, on_evict: Callable[[str], None] = lambda name: None) -> None:
+        self.evicted: list[str] = []
+        self._on_evict = on_evict
+
+    async def budgets(self, namespace: str) -> Sequence[budgets.Budget]:
+        return ()
+
+    async def namespace_labels(self, namespace: str) -> Mapping[str, str]:
+        return {}
+
+    async def evict(self, namespace: str, name: str, uid: str) -> None:
+        self.evicted.append(name)
+        self._on_evict(name)
 
 
 class Harness:

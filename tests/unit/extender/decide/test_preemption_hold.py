@@ -4,53 +4,37 @@ containers still running through its grace period, as a kubelet keeps them)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-
-from extender_harness import Harness, fabric_nodes
+from extender_harness import Harness, PlayedEvictions, fabric_nodes
 
 from builders import PodBuilder, make_pod
 from fabricsched.api.placement import PlacementPhase
 from fabricsched.extender.book import preempted
-from fabricsched.extender.decide import budgets, preempting, preemption_options
+from fabricsched.extender.decide import preempting, preemption_options
 from fabricsched.extender.decide.coordinator import Coordinator
 
 TTL_S = 20.0
 GRACE_S = 60
 
 
-class Evictions:
-    """The API calls of a round: no budgets, namespaces without labels; an evicted pod is
-    marked terminating (its containers still run) on the harness's state."""
-
-    def __init__(self, h: Harness, pods: Mapping[str, PodBuilder]) -> None:
-        self.h, self.pods = h, pods
-        self.evicted: list[str] = []
-
-    async def budgets(self, namespace: str) -> Sequence[budgets.Budget]:
-        return ()
-
-    async def namespace_labels(self, namespace: str) -> Mapping[str, str]:
-        return {}
-
-    async def evict(self, namespace: str, name: str, uid: str) -> None:
-        self.evicted.append(name)
-        self.h.state.apply_pod(self.pods[name].terminating().build())
+def low_pod(node: str) -> PodBuilder:
+    """The low-priority 8-GPU pod on ``node``, with a 60 s grace period."""
+    return make_pod(f"low-{node}", "train").gpus(8).priority(100).grace(GRACE_S).on(node)
 
 
 def full_fabric(h: Harness) -> dict[str, PodBuilder]:
-    """One low-priority 8-GPU pod on each of the 16 hosts, each with a 60 s grace period."""
-    pods = {}
-    for node in sorted(h.state.nodes):
-        pod = make_pod(f"low-{node}", "train").gpus(8).priority(100).grace(GRACE_S).on(node)
+    """One low-priority pod on each of the 16 hosts."""
+    pods = {f"low-{node}": low_pod(node) for node in sorted(h.state.nodes)}
+    for pod in pods.values():
         h.state.apply_pod(pod.build())
-        pods[pod.build()["metadata"]["name"]] = pod
     return pods
 
 
-def preempting_harness() -> tuple[Harness, Evictions, preempting.GangPreemption]:
+def preempting_harness() -> tuple[Harness, PlayedEvictions, preempting.GangPreemption]:
     h = Harness(fabric_nodes(), ttl_s=TTL_S)
     h.restore()
-    calls = Evictions(h, full_fabric(h))
+    pods = full_fabric(h)
+    # An evicted pod is terminating, its containers still running through its grace period.
+    calls = PlayedEvictions(lambda name: h.state.apply_pod(pods[name].terminating().build()))
     c: Coordinator = h.coordinator
     preempter = preempting.GangPreemption(
         h.state, h.book, c.follower, h.writer, c.events, c.owners, c.pending, c.workloads, calls,
@@ -80,7 +64,7 @@ def test_the_hold_stands_while_the_victim_terminates_and_one_ttl_after() -> None
     held = h.book.get(entry.key)
     assert held is not None and held.phase == PlacementPhase.RESERVED and held.ranks == (node,)
     assert held.preemption is not None and held.preemption.cleared_at is None
-    h.state.apply_pod(calls.pods[victim].terminating(containers_done=True).build())  # its grace is over
+    h.state.apply_pod(low_pod(node).terminating(containers_done=True).build())  # its grace is over
     tick(h, 1)
     cleared = h.book.get(entry.key)
     assert cleared is not None and cleared.preemption is not None

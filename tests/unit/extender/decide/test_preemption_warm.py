@@ -4,29 +4,13 @@ no gang key and builds no candidate; a tick with nothing changed does nothing.""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-
 import pytest
-from extender_harness import Harness, fabric_nodes
+from extender_harness import Harness, PlayedEvictions, fabric_nodes
 
 from builders import make_pod
 from fabricsched import ids
-from fabricsched.extender.decide import budgets, preempting, preemption_options
+from fabricsched.extender.decide import preempting, preemption_options
 from fabricsched.topology import nodes
-
-
-class NoBudgets:
-    def __init__(self) -> None:
-        self.evicted: list[str] = []
-
-    async def budgets(self, namespace: str) -> Sequence[budgets.Budget]:
-        return ()
-
-    async def namespace_labels(self, namespace: str) -> Mapping[str, str]:
-        return {}
-
-    async def evict(self, namespace: str, name: str, uid: str) -> None:
-        self.evicted.append(name)
 
 
 def test_a_decision_after_a_warm_tick_computes_no_key_and_an_idle_tick_does_nothing(
@@ -36,7 +20,7 @@ def test_a_decision_after_a_warm_tick_computes_no_key_and_an_idle_tick_does_noth
     for node in sorted(h.state.nodes):
         h.state.apply_pod(make_pod(f"low-{node}", "train").gpus(8).priority(100).on(node).build())
     c = h.coordinator
-    calls = NoBudgets()
+    calls = PlayedEvictions()
     preempter = preempting.GangPreemption(
         h.state, h.book, c.follower, h.writer, c.events, c.owners, c.pending, c.workloads, calls,
         c._session, h.clock, preemption_options.PreemptionOptions(),
