@@ -32,6 +32,8 @@ NAMESPACES_PATH = "/api/v1/namespaces"
 MAX_NAMESPACES = 100_000
 """Namespaces whose opt-out label is kept; any more are read at the decision."""
 MAX_NAMESPACE = 63
+MAX_NAMES = 200_000
+"""Budget names kept over all namespaces; past them a namespace a new one arrives in is protected."""
 _NO_LABELS: Mapping[str, str] = {}
 
 
@@ -47,6 +49,13 @@ class BudgetView:
         self._held: dict[str, dict[str, budgets.Budget]] = {}
         self._over: dict[str, set[str]] = {}
         """Budgets not parsed, their namespace holding ``MAX_BUDGETS`` already (names only)."""
+        self._names = 0
+        """Names in ``_held`` and ``_over`` together (at most ``MAX_NAMES``)."""
+        self._flooded: set[str] = set()
+        """Namespaces a budget arrived in once ``MAX_NAMES`` were kept: protected until the
+        process restarts (the budgets not kept cannot be told gone)."""
+        self._all_flooded = False
+        """More such namespaces than ``MAX_NAMESPACES``: every namespace is protected."""
         self._answers: dict[str, tuple[budgets.Budget, ...]] = {}
         """A namespace's budgets as ``of`` answers them, until one of them changes: the same
         object from one decision to the next (``decide.running`` compares them)."""
@@ -57,18 +66,32 @@ class BudgetView:
             budget = evictions.budget_of(body)
         except parsing.Invalid:  # the API server validates budgets: a forged one protects
             budget = budgets.covering_all(name)
-        held = self._held.setdefault(namespace, {})
-        if name in held or len(held) < evictions.MAX_BUDGETS:
-            held[name] = budget
-            self._drop_over(namespace, name)
+        held = self._held.get(namespace, {})
+        known = name in held or name in self._over.get(namespace, ())
+        if not known and self._names >= MAX_NAMES:
+            self._flood(namespace)
+        elif name in held or len(held) < evictions.MAX_BUDGETS:
+            self._names += name not in held
+            self._held.setdefault(namespace, held)[name] = budget
+            self._drop_over(namespace, name)  # one less if it was there: moved, not added
         else:
-            self._over.setdefault(namespace, set()).add(name)
+            over = self._over.setdefault(namespace, set())
+            self._names += name not in over
+            over.add(name)
         self._answers.pop(namespace, None)
+
+    def _flood(self, namespace: str) -> None:
+        if len(self._flooded) < MAX_NAMESPACES:
+            self._flooded.add(namespace)
+        else:
+            self._all_flooded = True
+            self._answers.clear()
 
     def delete(self, key: listwatch.Key) -> None:
         namespace, name = _bounded(key)
         held = self._held.get(namespace, {})
-        held.pop(name, None)
+        if held.pop(name, None) is not None:
+            self._names -= 1
         if not held:
             self._held.pop(namespace, None)
         self._drop_over(namespace, name)
@@ -76,8 +99,9 @@ class BudgetView:
 
     def _drop_over(self, namespace: str, name: str) -> None:
         over = self._over.get(namespace)
-        if over is not None:
+        if over is not None and name in over:
             over.discard(name)
+            self._names -= 1
             if not over:
                 del self._over[namespace]
 
@@ -89,7 +113,7 @@ class BudgetView:
         answer = self._answers.get(namespace)
         if answer is None:
             answer = tuple(self._held.get(namespace, {}).values())
-            if namespace in self._over:
+            if namespace in self._over or namespace in self._flooded or self._all_flooded:
                 answer += (budgets.covering_all(evictions.MORE_BUDGETS),)
             self._answers[namespace] = answer
         return answer

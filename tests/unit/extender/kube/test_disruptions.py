@@ -138,6 +138,47 @@ def test_budgets_past_the_cap_protect_the_namespace_until_gone(monkeypatch: pyte
     assert len(view.of("ns")) == 2
 
 
+def test_a_flood_of_budgets_keeps_the_view_bounded_and_protects_where_it_overflowed(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(evictions, "MAX_BUDGETS", 3)
+    monkeypatch.setattr(disruptions, "MAX_NAMES", 10)
+    monkeypatch.setattr(disruptions, "MAX_NAMESPACES", 4)
+    view = disruptions.BudgetView()
+    free = [pod("a-0", app="free")]
+    for _ in range(3):  # the same flood again and again: nothing more is kept
+        for i in range(2000):
+            view.apply(pdb(f"b{i}", {"matchLabels": {"app": "none"}}, 5, namespace=f"ns{i % 7}"))
+        assert len(view.known()) == 10
+    assert budgets.protected(free, view.of("ns0"))
+    assert budgets.protected(free, view.of("a-namespace-never-seen")), "past the namespaces: all"
+    for ns, name in view.known():  # deleting what was kept frees room, not protection
+        view.delete((ns, name))
+    assert view.known() == [] and budgets.protected(free, view.of("ns1"))
+
+
+@pytest.mark.parametrize("hostile", [
+    {"disruptionsAllowed": "\u0661\u0662", "observedGeneration": 1},  # Arabic-Indic digits
+    {"disruptionsAllowed": float("inf"), "observedGeneration": 1},  # JSON 1e1000000
+    {"disruptionsAllowed": 10**30, "observedGeneration": True},
+])
+def test_a_budget_with_hostile_numbers_allows_no_disruption(hostile: dict[str, Any]) -> None:
+    view = disruptions.BudgetView()
+    body = pdb("x", {"matchLabels": {"app": "a"}}, 0)
+    body["status"] = hostile
+    view.apply(body)
+    assert budgets.protected([pod("a-0", app="a")], view.of("ns"))
+
+
+def test_a_budget_with_a_100_kb_selector_is_parsed_quickly_and_covers_every_pod() -> None:
+    view = disruptions.BudgetView()
+    huge = {"matchLabels": {"k" * 100_000: "v" * 100_000},
+            "matchExpressions": [{"key": "app", "operator": "In", "values": ["x" * 1000] * 5000}]}
+    view.apply(pdb("big", huge, 0))
+    (budget,) = view.of("ns")
+    assert budgets.protected([pod("a-0", app="other")], view.of("ns")), "too big to read: it protects"
+    assert budget.selector is not None
+
+
 # --- the namespace view -------------------------------------------------------------------
 
 
