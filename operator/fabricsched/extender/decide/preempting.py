@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import gc
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -125,9 +124,6 @@ class GangPreemption:
                 if held and version == self.state.placed_pods_version:  # else: at the next tick
                     await self._running(snap, _ABOVE_ALL)
                     self._warmed_at = version
-                    # The index and the pods it holds live until they change: out of the cyclic
-                    # collector's sight, the full passes a decision's allocations set off skip them.
-                    gc.freeze()
                 return
 
     async def sweep(self) -> None:
