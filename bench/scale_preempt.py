@@ -27,6 +27,8 @@ from fabricsched.cluster import kwok, samples
 
 LOW, HIGH = ("bench-low", -100), ("bench-high", 1000)
 DECIDED = re.compile(r"\(decided in ([0-9.]+) ms(?:, ([0-9.]+) of them waiting for the API)?(?:; [^)]*)?\)")
+SPENT = re.compile(r"; CPU ([0-9.]+), collector ([0-9.]+)\)")
+"""Of a decision, the loop thread's CPU and the garbage collector's pauses (ms)."""
 
 
 class Bench(Protocol):
@@ -79,6 +81,7 @@ def run(bench: Bench, summary: Callable[[Sequence[float]], dict[str, float]]) ->
     baseline = bench.pods_seen()
     decided: list[float] = []
     waited: list[float] = []
+    spent: list[tuple[float, float]] = []
     bound_s: list[float] = []
     passthrough: list[float] = []
     without = 0
@@ -111,6 +114,7 @@ def run(bench: Bench, summary: Callable[[Sequence[float]], dict[str, float]]) ->
             without += 1
             bound_s.pop()
         waited += _waits(bench, log_start)
+        spent += _spent(bench, log_start)
         api.request("DELETE", f"/apis/batch/v1/namespaces/high/jobs/{job}", {"propagationPolicy": "Orphan"})
         cl.each(lambda p: kwok.delete_now(api, "high", p["metadata"]["name"]), cl.pods(api, "high"))
         cl.wait_for("the high gang gone", lambda: not cl.pods(api, "high"), args.timeout, 0.2)
@@ -131,6 +135,7 @@ def run(bench: Bench, summary: Callable[[Sequence[float]], dict[str, float]]) ->
     bench.result["preemption"] = {
         "low_gangs": len(leaves), "gang_pods": args.preemption_gang, "gpus_per_pod": gpus,
         "decision_ms": summary(decided), "decision_each_ms": [round(d * 1000, 1) for d in decided],
+        "decision_cpu_each_ms": [c for c, _ in spent], "decision_collector_each_ms": [g for _, g in spent],
         "api_wait_ms": summary(waited), "bound_ms": summary(bound_s),
         "passthrough_ms": summary(passthrough), "rounds_without_preemption": without}
     cl.clean(api, "high")
@@ -142,6 +147,12 @@ def _decisions(bench: Bench, log_start: int) -> list[float]:
     """Decision times (s) the operator logged after line ``log_start``."""
     lines = bench.operator.log.read_text(errors="replace").splitlines()[log_start:]
     return [float(m.group(1)) / 1000 for line in lines if (m := DECIDED.search(line))]
+
+
+def _spent(bench: Bench, log_start: int) -> list[tuple[float, float]]:
+    """Of those decisions, (the loop thread's CPU, the collector's pauses) in ms."""
+    lines = bench.operator.log.read_text(errors="replace").splitlines()[log_start:]
+    return [(float(m.group(1)), float(m.group(2))) for line in lines if (m := SPENT.search(line))]
 
 
 def _waits(bench: Bench, log_start: int) -> list[float]:

@@ -36,7 +36,7 @@ from typing import Any
 
 from fabricsched import ids
 from fabricsched.api import topology as api
-from fabricsched.controller import dra_gpus, fabrics, job_index, optin, pod_records, snapshots
+from fabricsched.controller import dra_gpus, fabrics, job_index, optin, placed_log, pod_records, snapshots
 from fabricsched.ports import changes
 from fabricsched.ports import jobs as job_types
 from fabricsched.telemetry import poller
@@ -100,9 +100,8 @@ class ClusterState:
         self.usage_generation = 0
         """The part of ``generation`` bumped by GPU pods starting or ending: capacity, not the
         fabric's shape or health (the status reporter writes those changes less often)."""
-        self.placed_pods_version = 0
-        """Bumped whenever the record of a pod on a node (before or after) is added, replaced or
-        removed: preemption keeps its index of running workloads while it stays put."""
+        self._placed = placed_log.PlacedLog()
+        """Which pods on nodes changed: preemption's index of running workloads follows them."""
 
     # --- readiness ----------------------------------------------------------------------
 
@@ -149,6 +148,17 @@ class ClusterState:
     def pods(self) -> Mapping[PodKey, k8s.PodUsage]:
         """GPU pods only (pods requesting an extended resource)."""
         return self._pods
+
+    @property
+    def placed_pods_version(self) -> int:
+        """Bumped whenever the record of a pod on a node (before or after) is added, replaced or
+        removed: preemption keeps its index of running workloads while it stays put."""
+        return self._placed.version
+
+    def placed_pods_since(self, version: int) -> set[PodKey] | None:
+        """The pods on nodes whose records changed after ``version`` (a ``placed_pods_version``);
+        None when that is too long ago to tell."""
+        return self._placed.since(version)
 
     def pods_in(self, namespace: str) -> Mapping[PodKey, k8s.PodUsage]:
         """The GPU pods of one namespace (those of ``pods`` whose key starts with it)."""
@@ -274,7 +284,7 @@ class ClusterState:
         if old is None:
             self.optin.pod_added(pod, metadata.get("creationTimestamp"), self._synced)
         if pod.node is not None or (old is not None and old.node is not None):
-            self.placed_pods_version += 1
+            self._placed.moved((key,))
         self._pods[key] = pod
         self._pods_by_namespace.setdefault(key[0], {})[key] = pod
         was_active = old is not None and old.active
@@ -298,7 +308,7 @@ class ClusterState:
     def _forget_pod(self, key: PodKey, old: k8s.PodUsage) -> None:
         del self._pods[key]
         if old.node is not None:
-            self.placed_pods_version += 1
+            self._placed.moved((key,))
         in_namespace = self._pods_by_namespace.get(key[0], {})
         in_namespace.pop(key, None)
         if not in_namespace:
@@ -451,7 +461,7 @@ class ClusterState:
         moved = self.dra.recount(self._pods, self._fabrics.values())
         for key, pod in moved.items():
             self._pods[key] = self._pods_by_namespace[key[0]][key] = pod
-        self.placed_pods_version += bool(moved)
+        self._placed.moved(moved)
         if not moved and not touched:
             return  # a claim the counts do not read (from a template) and no allocation moved
         self.generation += 1

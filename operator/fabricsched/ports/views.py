@@ -50,6 +50,9 @@ class StateView(Protocol):
     def placed_pods_version(self) -> int:
         """Changes whenever the record of a pod on a node is added, replaced or removed."""
         ...
+    def placed_pods_since(self, version: int) -> Collection[tuple[str, str]] | None:
+        """The pods on nodes whose records changed after ``version``; None: too long ago to tell."""
+        ...
     def pods_in(self, namespace: str) -> Mapping[tuple[str, str], k8s.PodUsage]:
         """The pods of ``pods`` in one namespace."""
         ...

@@ -120,7 +120,7 @@ class GangPreemption:
                 if version == self._warmed_at:
                     return
                 held = await self.running.warm(self.state.pods, snap.fabric.hosts, snap.spec.gpu_resource,
-                                               version)
+                                               version, changed=self.state.placed_pods_since)
                 if held and version == self.state.placed_pods_version:  # else: at the next tick
                     await self._running(snap, _ABOVE_ALL)
                     self._warmed_at = version
@@ -264,7 +264,8 @@ class GangPreemption:
         (``gangs.key_of``: a gang with one pod at or above it is left out), with its flags."""
         resource = snap.spec.gpu_resource
         version = self.state.placed_pods_version
-        groups = self.running.groups(self.state.pods, snap.fabric.hosts, resource, version)
+        groups = self.running.groups(self.state.pods, snap.fabric.hosts, resource, version,
+                                     self.state.placed_pods_since)
         patterns = {e.key: e.pattern for e in self.book.entries()}
         return await self.running.candidates(groups, below, self._namespace, patterns, self.clock(),
                                              snap.fabric, resource)

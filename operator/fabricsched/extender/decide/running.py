@@ -21,7 +21,7 @@ one the pass over every pod gives (tests/unit/extender/decide/test_running_index
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from fabricsched import ids
@@ -30,6 +30,9 @@ from fabricsched.placement import preemption, ranks, request
 from fabricsched.topology import fabric, nodes
 
 PodKey = tuple[str, str]
+Groups = dict[ids.GangKey, list[nodes.PodUsage]]
+Changed = Callable[[int], Collection[PodKey] | None]
+"""The state's ``placed_pods_since``: the pods on nodes changed after a version, or None."""
 Namespace = tuple[Sequence[budgets.Budget], bool]
 """A namespace's PodDisruptionBudgets, and whether it opted out of preemption."""
 
@@ -60,30 +63,33 @@ class RunningIndex:
 
     def groups(
         self, pods: Mapping[PodKey, nodes.PodUsage], hosts: Mapping[ids.NodeName, object], resource: str,
-        version: int | None = None,
+        version: int | None = None, changed: Changed | None = None,
     ) -> dict[ids.GangKey, list[nodes.PodUsage]]:
-        """Every GPU workload on ``hosts`` (active pods holding ``resource``), by gang key: the
-        same object as the last call's while ``version`` (the state's ``placed_pods_version``),
-        the fabric's hosts and the owner cache stayed put (a pass over 30,000 pods saved)."""
+        """Every GPU workload on ``hosts`` (active pods holding ``resource``), by gang key, each
+        one's pods in name order: the same object as the last call's while ``version`` (the
+        state's ``placed_pods_version``), the fabric's hosts and the owner cache stayed put (a
+        pass over 30,000 pods saved); the last call's with the pods ``changed`` names since
+        moved when it can tell them (a few pods followed instead of that pass)."""
         self._on_fabric(hosts, resource)
-        if version is not None and self._grouped_at is not None and self._grouped_at[0] == version:
+        if version is not None and self._followed(pods, hosts, version, changed):
+            assert self._grouped_at is not None
             return self._grouped_at[1]
         if len(self._keys) > 2 * len(pods) + 1024:  # deleted pods: forget them now and then
             self._keys = {k: v for k, v in self._keys.items() if k in pods}
-        out = self._grouped_by_key(pods.items(), hosts)
+        out = _in_name_order(self._grouped_by_key(pods.items(), hosts))
         self._grouped_at = None if version is None else (version, out)
         return out
 
     async def warm(
         self, pods: Mapping[PodKey, nodes.PodUsage], hosts: Mapping[ids.NodeName, object], resource: str,
-        version: int, chunk: int = 2000,
+        version: int, chunk: int = 2000, changed: Changed | None = None,
     ) -> bool:
         """The groups of ``groups`` made ahead of a decision, the loop handed back every
         ``chunk`` pods (30,000 keys take a few hundred ms, the pass over them tens: a decision
         paid them); kept for ``version``, the state's ``placed_pods_version`` when it started.
         False when they could not be kept (the owner cache moved meanwhile)."""
         self._on_fabric(hosts, resource)
-        if self._grouped_at is not None and self._grouped_at[0] == version:
+        if self._followed(pods, hosts, version, changed):
             return True
         items = list(pods.items())  # the state's dict may change while the loop is handed back
         out: dict[ids.GangKey, list[nodes.PodUsage]] = {}
@@ -97,7 +103,24 @@ class RunningIndex:
             await asyncio.sleep(0)
         if self._on is None or self._on[2] != self._owners.version:
             return False  # the owner cache moved meanwhile: keys naming a PodGroup may be stale
-        self._grouped_at = (version, out)
+        self._grouped_at = (version, _in_name_order(out))
+        return True
+
+    def _followed(
+        self, pods: Mapping[PodKey, nodes.PodUsage], hosts: Mapping[ids.NodeName, object], version: int,
+        changed: Changed | None,
+    ) -> bool:
+        """The last groups brought to ``version``: kept as they are, or the pods changed since
+        followed when they are few (a quarter of all pods or more: a full pass is as cheap)."""
+        if self._grouped_at is None:
+            return False
+        at, last = self._grouped_at
+        if at == version:
+            return True
+        moved = None if changed is None else changed(at)
+        if moved is None or len(moved) > len(pods) // 4 + 64:
+            return False
+        self._grouped_at = (version, self._regrouped(last, moved, pods, hosts))
         return True
 
     def _on_fabric(self, hosts: Mapping[ids.NodeName, object], resource: str) -> None:
@@ -141,6 +164,47 @@ class RunningIndex:
                     out[key] = [pod]
                 else:
                     group.append(pod)
+        return out
+
+    def _regrouped(
+        self, last: Mapping[ids.GangKey, list[nodes.PodUsage]], moved: Iterable[PodKey],
+        pods: Mapping[PodKey, nodes.PodUsage], hosts: Mapping[ids.NodeName, object],
+    ) -> dict[ids.GangKey, list[nodes.PodUsage]]:
+        """``last`` with the pods of ``moved`` taken out of their groups and put in again as
+        their records now are; a new dict, whose changed groups are new lists (the candidates
+        kept for ``last`` stay as they were)."""
+        out, copied = dict(last), set()
+
+        def group(key: ids.GangKey) -> list[nodes.PodUsage]:
+            if key not in copied:
+                copied.add(key)
+                out[key] = list(out.get(key, ()))
+            return out[key]
+
+        for at in moved:
+            seen, pod = self._keys.get(at), pods.get(at)
+            if seen is not None and seen[0] is pod:
+                continue
+            if seen is not None and seen[1] is not None:
+                members = group(seen[1])
+                for i, member in enumerate(members):
+                    if member is seen[0]:
+                        del members[i]
+                        break
+            if pod is None:
+                self._keys.pop(at, None)
+                self._grouped.discard(at)
+                continue
+            self._grouped_by_key(((at, pod),), hosts)  # the pod's key, remembered
+            key = self._keys[at][1]
+            if key is not None:
+                group(key).append(pod)
+        for key in copied:
+            members = out[key]
+            if not members:
+                del out[key]
+            elif len(members) > 1:
+                members.sort(key=_name)
         return out
 
     async def candidates(
@@ -201,6 +265,19 @@ class RunningIndex:
         if len(made) > 2 * len(groups) + 1024:  # workloads gone: forget them now and then
             self._made = {k: v for k, v in made.items() if k in groups}
         return _Built(groups, namespaces, dict(patterns), now if unstarted_any else None, out)
+
+
+def _name(pod: nodes.PodUsage) -> str:
+    return pod.name
+
+
+def _in_name_order(groups: Groups) -> Groups:
+    """A gang's pods by name (a workload's pods are in one namespace): the order the groups
+    followed pod by pod keep, whatever order the pods came in."""
+    for members in groups.values():
+        if len(members) > 1:
+            members.sort(key=_name)
+    return groups
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,13 @@
-"""The preemption sweep's workload index (decide.running): kept between decisions, it gives
-what a pass over every pod gives (the same groups, in the same order, with the same pods), as
-pods start, end, move, change gangs and as a PodGroup's policy is read."""
+"""The preemption sweep's workload index (decide.running): kept between decisions, or followed
+pod by pod through the state's log of changed pods, it gives what a pass over every pod gives
+(the same groups with the same pods, each group's pods in name order), as pods start, end, move,
+change gangs and as a PodGroup's policy is read."""
 
 from __future__ import annotations
 
 import random
 
+import pytest
 from extender_harness import Harness, relabel
 from owner_objects import Owners
 
@@ -26,16 +28,19 @@ def full_pass(h: Harness) -> dict[ids.GangKey, list[nodes.PodUsage]]:
     for pod in h.state.pods.values():
         if pod.active and pod.node in snap.fabric.hosts and pod.gpus(GPU) > 0:
             groups.setdefault(h.coordinator.owners.key(pod), []).append(pod)
-    return groups
+    return {key: sorted(pods, key=lambda p: p.name) for key, pods in groups.items()}
 
 
-def indexed(h: Harness, index: running.RunningIndex) -> dict[ids.GangKey, list[nodes.PodUsage]]:
+def indexed(h: Harness, index: running.RunningIndex, follow: bool = True) -> running.Groups:
     snap = h.state.snapshot(next(iter(h.state.topologies)))
     assert snap is not None
-    return index.groups(h.state.pods, snap.fabric.hosts, GPU, h.state.placed_pods_version)
+    changed = h.state.placed_pods_since if follow else None
+    return index.groups(h.state.pods, snap.fabric.hosts, GPU, h.state.placed_pods_version, changed)
 
 
-def test_the_index_follows_random_pod_changes_as_a_full_pass_sees_them(harness: Harness) -> None:
+@pytest.mark.parametrize("follow", [True, False], ids=["followed pod by pod", "passed over again"])
+def test_the_index_follows_random_pod_changes_as_a_full_pass_sees_them(
+        harness: Harness, follow: bool) -> None:
     h, rng = harness, random.Random(7)
     index = running.RunningIndex(h.coordinator.owners)
     hosts = sorted(h.state.nodes)
@@ -58,7 +63,7 @@ def test_the_index_follows_random_pod_changes_as_a_full_pass_sees_them(harness: 
                 pod.terminating(containers_done=rng.random() < 0.5)
             h.state.apply_pod(pod.build())
         if step % 3 == 0:
-            assert indexed(h, index) == full_pass(h), step
+            assert indexed(h, index, follow) == full_pass(h), step
 
 
 def test_a_podgroup_read_later_moves_its_pods_keys(harness: Harness) -> None:
@@ -184,3 +189,30 @@ def test_groups_and_candidates_are_kept_whole_while_no_pod_on_a_node_changes(har
     moved = indexed(h, index)
     assert moved is not groups and moved == full_pass(h)
     assert candidates(moved, 10)[0].workload.protected, "its pod changed: built again"
+
+
+class _NoPass(dict):  # type: ignore[type-arg]
+    """The state's pods, refusing a pass over all of them."""
+
+    def items(self):  # type: ignore[no-untyped-def]
+        raise AssertionError("a pass over every pod")
+
+
+def test_a_few_changed_pods_are_followed_without_a_pass_over_every_pod(harness: Harness) -> None:
+    h = harness
+    index = running.RunningIndex(h.coordinator.owners)
+    hosts = sorted(h.state.nodes)
+    for i in range(30):
+        h.state.apply_pod(make_pod(f"f{i}", "train").gpus(1).on(hosts[i % len(hosts)]).build())
+    before = indexed(h, index)
+    h.state.apply_pod(make_pod("g-1", "train").gpus(1).gang("g", 2).on(hosts[1]).build())
+    h.state.apply_pod(make_pod("g-0", "train").gpus(1).gang("g", 2).on(hosts[0]).build())
+    h.state.delete_pod("train", "f3")
+    snap = h.state.snapshot(next(iter(h.state.topologies)))
+    assert snap is not None
+    followed = index.groups(_NoPass(h.state.pods), snap.fabric.hosts, GPU, h.state.placed_pods_version,
+                            h.state.placed_pods_since)
+    assert followed == full_pass(h) and followed is not before
+    gang = h.coordinator.owners.key(h.state.pods[("train", "g-0")])
+    assert [p.name for p in followed[gang]] == ["g-0", "g-1"], "in name order, not in the order they came"
+    assert len(before) == 30, "the groups handed out before are left as they were"
