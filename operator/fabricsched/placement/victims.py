@@ -25,6 +25,7 @@ slot check.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -83,6 +84,12 @@ class Choice:
         return max(w.priority for w in self.victims)
 
 
+Found = tuple[DomainKey, frozenset[ids.NodeName], list[RunningWorkload]]
+"""A domain, its hosts (the candidates among them), and its victims or its local candidates."""
+Cost = tuple[int, int, int, float]
+"""Criteria 1-4 of a victim set (``_cost``), or a lower bound of them (``_bound``)."""
+
+
 def tier_of(snap: snapshot.Snapshot, gang: request.GangRequest) -> int:
     """The tier whose domains are cleared: the gang's, else the lowest one domain of which
     could ever hold it; ``levels`` (the whole fabric) when none could."""
@@ -115,30 +122,55 @@ def search(
 
     ``exhaustive`` makes the plan of every domain tied on criteria 1-4 (the reference the
     shortcut below is tested against: the same choice)."""
+    scored = _scored(snap, free, pool, gang, now_s, candidates)
+    if not exhaustive:
+        scored.sort(key=lambda s: (s[0], s[1]))
+    lowest, cheapest, deferred = _cheapest(snap, free, scored, gang, now_s, options, exhaustive)
+    return _tie_broken(snap, free, lowest, cheapest, deferred, gang, now_s, traffic, options, exhaustive)
+
+
+def _scored(
+    snap: snapshot.Snapshot, free: Mapping[ids.NodeName, int], pool: Sequence[RunningWorkload],
+    gang: request.GangRequest, now_s: float, candidates: Collection[ids.NodeName] | None,
+) -> list[tuple[Cost, int, DomainKey, frozenset[ids.NodeName], list[RunningWorkload]]]:
+    """Every domain of the gang's tier some victim set could clear: the lower bound of its cost,
+    its position, key, hosts and local candidates."""
     fab, index = snap.fabric, snap.tree
-    tier = tier_of(snap, gang)
     allowed = None if candidates is None else frozenset(candidates)
     on_host = _by_host(pool)
-    # Criteria 1-4 first, for every domain; the plan, which only breaks their ties, is made for
-    # the cheapest domains alone (an engine call saved in each of the others).
-    # Each domain is searched in the order of a lower bound of its cost, and the search stops
-    # at the first whose bound exceeds the cheapest found: it and every later one cost more.
-    scored: list[tuple[tuple[int, int, int, float], int, DomainKey, frozenset[ids.NodeName],
-                       list[RunningWorkload]]] = []
-    for n, key in enumerate(index.by_tier[tier]):
+    scored = []
+    for n, key in enumerate(index.by_tier[tier_of(snap, gang)]):
         below = fab.domains[key].hosts if key in fab.domains else index.order
         hosts = frozenset(below if allowed is None else (h for h in below if h in allowed))
         local = [pool[i] for i in sorted({i for h in hosts for i in on_host.get(h, ())})]
         bound = _bound(fab, free, hosts, local, gang, now_s) if local else None
         if bound is not None:
             scored.append((bound, n, key, hosts, local))
-    if not exhaustive:
-        scored.sort(key=lambda s: (s[0], s[1]))
-    cheapest: list[tuple[DomainKey, frozenset[ids.NodeName], list[RunningWorkload]]] = []
-    lowest: tuple[int, int, int, float] | None = None
+    return scored
+
+
+def _cheapest(
+    snap: snapshot.Snapshot, free: Mapping[ids.NodeName, int],
+    scored: Sequence[tuple[Cost, int, DomainKey, frozenset[ids.NodeName], list[RunningWorkload]]],
+    gang: request.GangRequest, now_s: float, options: request.PlacementOptions, exhaustive: bool,
+) -> tuple[Cost | None, list[Found], list[tuple[Found, int]]]:
+    """Criteria 1-4 first: (the lowest cost, the domains searched at it with their victims, the
+    domains not searched whose bound equals it, with their candidates and least GPUs to free).
+
+    Each domain is searched in the order of a lower bound of its cost (an engine call each),
+    and the scan stops at the first whose bound exceeds the cheapest found: it and every later
+    one cost more. One whose bound equals it can tie at best: it is searched only if the
+    tie-break reaches it (start times in one second tie hundreds of leaves)."""
+    cheapest: list[Found] = []
+    deferred: list[tuple[Found, int]] = []
+    lowest: Cost | None = None
     for bound, _, key, hosts, local in scored:
-        if not exhaustive and lowest is not None and bound > lowest:
-            break
+        if not exhaustive and lowest is not None:
+            if bound > lowest:
+                break
+            if bound == lowest:
+                deferred.append(((key, hosts, local), bound[1]))
+                continue
         found = _in_domain(snap, free, hosts, local, gang, now_s, options)
         if found is None:
             continue
@@ -147,14 +179,36 @@ def search(
             lowest, cheapest = cost, []
         if cost == lowest:
             cheapest.append((key, hosts, found))
-    # The tied domains differ by (5): the plan's path and comm_slowdown, then room left and name.
-    # Room and name need no plan: taken in that order, the first plan on a healthy path at the
-    # model's floor (comm_slowdown is never below 1) cannot be beaten, and the rest need no plan.
-    need = gang.pods * gang.gpus_per_pod
-    tied = sorted((sum(_freed_in(fab, free, hosts, found).values()) - need, key[1], i)
-                  for i, (key, hosts, found) in enumerate(cheapest))
+    return lowest, cheapest, deferred
+
+
+def _tie_broken(
+    snap: snapshot.Snapshot, free: Mapping[ids.NodeName, int], lowest: Cost | None, cheapest: list[Found],
+    deferred: Sequence[tuple[Found, int]], gang: request.GangRequest, now_s: float,
+    traffic: capacity.Traffic | None, options: request.PlacementOptions, exhaustive: bool,
+) -> Choice | None:
+    """(5) among the domains tied on criteria 1-4: the plan's path and comm_slowdown, then room
+    left and name. Room and name need no plan: taken in that order, the first plan on a healthy
+    path at the model's floor (comm_slowdown is never below 1) cannot be beaten, and the rest
+    need no plan. A deferred domain enters that order at a lower bound of its room left, and is
+    searched when it comes first."""
+    fab, need = snap.fabric, gang.pods * gang.gpus_per_pod
+    queue = [(_room_left(fab, free, hosts, found, need), key[1], False, i)
+             for i, (key, hosts, found) in enumerate(cheapest)]
+    queue += [(_least_room_left(fab, free, hosts, least, need), key[1], True, i)
+              for i, ((key, hosts, _), least) in enumerate(deferred)]
+    heapq.heapify(queue)
     best: tuple[tuple[object, ...], Choice] | None = None
-    for room_left, name, i in tied:
+    while queue:
+        room_left, name, pending, i = heapq.heappop(queue)
+        if pending:
+            key, hosts, local = deferred[i][0]
+            found = _in_domain(snap, free, hosts, local, gang, now_s, options)
+            if found is not None and _cost(found, now_s) == lowest:
+                cheapest.append((key, hosts, found))
+                exact = _room_left(fab, free, hosts, found, need)
+                heapq.heappush(queue, (exact, name, False, len(cheapest) - 1))
+            continue
         key, hosts, found = cheapest[i]
         chosen, plan = _final(snap, free, hosts, found, gang, traffic, options)
         rank = (plan.degraded_path, round(plan.comm_slowdown, 9), room_left, name)
@@ -166,7 +220,29 @@ def search(
     return None if best is None else best[1]
 
 
-def _cost(chosen: Sequence[RunningWorkload], now_s: float) -> tuple[int, int, int, float]:
+def _room_left(
+    fab: fabric.Fabric, free: Mapping[ids.NodeName, int], hosts: Collection[ids.NodeName],
+    found: Iterable[RunningWorkload], need: int,
+) -> int:
+    """GPUs the domain keeps free once ``found`` are evicted and the gang placed."""
+    return sum(_freed_in(fab, free, hosts, found).values()) - need
+
+
+def _least_room_left(
+    fab: fabric.Fabric, free: Mapping[ids.NodeName, int], hosts: Collection[ids.NodeName], least: int,
+    need: int,
+) -> int:
+    """A lower bound of ``_room_left`` for any victim set that lets the gang fit: the domain's
+    free GPUs (no host above its GPUs, as ``_freed_in`` caps them), plus the fewest GPUs the
+    gang's slots need freed there (``_least_gpus``; 0 says nothing)."""
+    now = 0
+    for h in hosts:
+        host, f = fab.hosts.get(h), free.get(h, 0)
+        now += f if host is None else min(f, host.gpus)
+    return now + least - need
+
+
+def _cost(chosen: Sequence[RunningWorkload], now_s: float) -> Cost:
     """Criteria 1-4 of a victim set."""
     return (max(w.priority for w in chosen), sum(w.gpus for w in chosen), len(chosen),
             round(sum(w.progress(now_s) for w in chosen), 6))
@@ -187,7 +263,7 @@ def _by_host(pool: Sequence[RunningWorkload]) -> dict[ids.NodeName, list[int]]:
 def _bound(
     fab: fabric.Fabric, free: Mapping[ids.NodeName, int], hosts: Collection[ids.NodeName],
     local: Sequence[RunningWorkload], gang: request.GangRequest, now_s: float,
-) -> tuple[int, int, int, float] | None:
+) -> Cost | None:
     """A lower bound of the cost (criteria 1-4) of the domain's victim set; None when its pod
     slots stay too few even with every candidate gone (no set exists).
 

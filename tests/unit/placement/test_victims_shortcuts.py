@@ -10,13 +10,14 @@ running gangs' traffic, both give the same ``Choice``.
 
 from __future__ import annotations
 
+import pytest
 from fabric_strategies import fabrics
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from placement_builders import all_free
 
 from fabricsched import ids
-from fabricsched.placement import capacity, preemption, request, snapshot, victims
+from fabricsched.placement import capacity, placing, preemption, request, snapshot, victims
 from fabricsched.topology import fabric
 
 Case = tuple[fabric.Fabric, list[preemption.RunningWorkload], request.GangRequest, bool]
@@ -127,3 +128,35 @@ def test_a_tied_domain_with_a_slower_plan_loses_to_a_later_one_by_name() -> None
         assert fast is not None and fast.domain == domain
         full = victims.search(snap, free, running, gang(8), 100.0, traffic, options, None, exhaustive=True)
         assert fast == full
+
+
+def test_leaves_tied_on_every_cost_are_not_all_searched(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Eight full leaves, each held by one gang started in the same second: every leaf ties on
+    # criteria 1-4. The first by room left and name is searched and planned; the others are not.
+    from placement_builders import FabricBuilder, gang
+
+    builder = FabricBuilder().spine("s1")
+    for n in range(8):
+        builder = builder.leaf(f"l{n}")
+    fab = builder.build()
+    running = [preemption.RunningWorkload(ids.GangKey(f"g-{leaf}"), 0,
+                                          tuple((h, 8) for h in fab.domains[(0, leaf)].hosts), 0.0)
+               for leaf in (f"l{n}" for n in range(8))]
+    free = {h: 0 for h in fab.hosts}
+    snap = snapshot.build(fab)
+    calls: list[int] = []
+    place = placing.place
+
+    def counted(*args: object, **kwargs: object) -> object:
+        calls.append(1)
+        return place(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(placing, "place", counted)
+    fast = victims.search(snap, free, running, gang(4, tier=0, required=True), 100.0, None,
+                          request.PlacementOptions(), None)
+    assert fast is not None and fast.domain == (0, "l0") and [w.key for w in fast.victims] == ["g-l0"]
+    searched = len(calls)
+    full = victims.search(snap, free, running, gang(4, tier=0, required=True), 100.0, None,
+                          request.PlacementOptions(), None, exhaustive=True)
+    assert fast == full
+    assert searched <= 4 < len(calls) - searched, (searched, len(calls) - searched)
