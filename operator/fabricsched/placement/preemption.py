@@ -95,13 +95,15 @@ def choose(
     traffic: capacity.Traffic | None = None,
     options: Options = _DEFAULT_OPTIONS,
     candidates: Collection[ids.NodeName] | None = None,
+    on_host: victims.OnHost | None = None,
 ) -> Choice | NoVictims:
     """The domain to clear, the victims and the plan after them, or why not.
 
     ``free`` is GPUs free per host after every reservation; ``running`` every workload holding
     GPUs on the fabric's hosts, whoever scheduled it; ``traffic`` the running gangs' load
     (victims included: their part is taken off for the final plan); ``now_s`` prices the
-    progress a victim loses (its GPUs x the time since it started).
+    progress a victim loses (its GPUs x the time since it started); ``on_host`` is
+    ``victims.by_host(running)`` (or of more workloads) when the caller keeps it.
     """
     gang = preemptor.gang
     what = reasons.gang(gang.pods, gang.gpus_per_pod)
@@ -118,7 +120,8 @@ def choose(
     if not pool:
         return NoVictims(f"only protected victims: {_protected_note(lower, options)}; {what} waits",
                          Why.ONLY_PROTECTED)
-    found = victims.search(snap, free, pool, gang, now_s, traffic, options.placement, candidates)
+    found = victims.search(snap, free, pool, gang, now_s, traffic, options.placement, candidates,
+                           on_host=on_host)
     if found is not None:
         return found
     held_back = len(lower) - len(pool)

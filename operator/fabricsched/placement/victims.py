@@ -86,6 +86,8 @@ class Choice:
 
 Found = tuple[DomainKey, frozenset[ids.NodeName], list[RunningWorkload]]
 """A domain, its hosts (the candidates among them), and its victims or its local candidates."""
+OnHost = Mapping[ids.NodeName, Sequence["RunningWorkload"]]
+"""``by_host``: host -> the workloads with a pod there."""
 Cost = tuple[int, int, int, float]
 """Criteria 1-4 of a victim set (``_cost``), or a lower bound of them (``_bound``)."""
 
@@ -117,12 +119,14 @@ def search(
     options: request.PlacementOptions,
     candidates: Collection[ids.NodeName] | None,
     exhaustive: bool = False,
+    on_host: OnHost | None = None,
 ) -> Choice | None:
     """The best victim set over the domains of the gang's tier; None when no domain fits.
 
     ``exhaustive`` makes the plan of every domain tied on criteria 1-4 (the reference the
-    shortcut below is tested against: the same choice)."""
-    scored = _scored(snap, free, pool, gang, now_s, candidates)
+    shortcut below is tested against: the same choice). ``on_host`` is ``by_host`` of a
+    superset of ``pool`` when the caller keeps one (a pass over every workload saved)."""
+    scored = _scored(snap, free, pool, gang, now_s, candidates, on_host)
     if not exhaustive:
         scored.sort(key=lambda s: (s[0], s[1]))
     lowest, cheapest, deferred = _cheapest(snap, free, scored, gang, now_s, options, exhaustive)
@@ -132,17 +136,23 @@ def search(
 def _scored(
     snap: snapshot.Snapshot, free: Mapping[ids.NodeName, int], pool: Sequence[RunningWorkload],
     gang: request.GangRequest, now_s: float, candidates: Collection[ids.NodeName] | None,
+    on_host: OnHost | None,
 ) -> list[tuple[Cost, int, DomainKey, frozenset[ids.NodeName], list[RunningWorkload]]]:
     """Every domain of the gang's tier some victim set could clear: the lower bound of its cost,
-    its position, key, hosts and local candidates."""
+    its position, key, hosts and local candidates (in no particular order: no step depends on it)."""
     fab, index = snap.fabric, snap.tree
     allowed = None if candidates is None else frozenset(candidates)
-    on_host = _by_host(pool)
+    if on_host is None:
+        on_host = by_host(pool)
+        eligible = None
+    else:
+        eligible = {id(w) for w in pool}
     scored = []
     for n, key in enumerate(index.by_tier[tier_of(snap, gang)]):
         below = fab.domains[key].hosts if key in fab.domains else index.order
         hosts = frozenset(below if allowed is None else (h for h in below if h in allowed))
-        local = [pool[i] for i in sorted({i for h in hosts for i in on_host.get(h, ())})]
+        local = list({id(w): w for h in hosts for w in on_host.get(h, ())
+                      if eligible is None or id(w) in eligible}.values())
         bound = _bound(fab, free, hosts, local, gang, now_s) if local else None
         if bound is not None:
             scored.append((bound, n, key, hosts, local))
@@ -248,15 +258,22 @@ def _cost(chosen: Sequence[RunningWorkload], now_s: float) -> Cost:
             round(sum(w.progress(now_s) for w in chosen), 6))
 
 
-def _by_host(pool: Sequence[RunningWorkload]) -> dict[ids.NodeName, list[int]]:
-    """Host -> positions in ``pool`` of the workloads with a pod there: a domain's candidates
-    are read from its hosts, not found by a pass over every workload (the fabric's thousands)."""
-    out: dict[ids.NodeName, list[int]] = {}
-    for i, w in enumerate(pool):
-        for host, _ in w.pods:
-            at = out.setdefault(host, [])
-            if not at or at[-1] != i:
-                at.append(i)
+def by_host(workloads: Iterable[RunningWorkload]) -> dict[ids.NodeName, list[RunningWorkload]]:
+    """Host -> the workloads with a pod there (each once): a domain's candidates are read from
+    its hosts, not found by a pass over every workload (the fabric's thousands)."""
+    out: dict[ids.NodeName, list[RunningWorkload]] = {}
+    for w in workloads:
+        pods = w.pods
+        if len(pods) == 1:  # most workloads are a lone pod
+            host = pods[0][0]
+            at = out.get(host)
+            if at is None:
+                out[host] = [w]
+            else:
+                at.append(w)
+            continue
+        for host in dict.fromkeys(h for h, _ in pods):
+            out.setdefault(host, []).append(w)
     return out
 
 

@@ -26,11 +26,12 @@ from dataclasses import dataclass
 
 from fabricsched import ids
 from fabricsched.extender.decide import budgets, owners
-from fabricsched.placement import preemption, ranks, request
+from fabricsched.placement import preemption, ranks, request, victims
 from fabricsched.topology import fabric, nodes
 
 PodKey = tuple[str, str]
 Groups = dict[ids.GangKey, list[nodes.PodUsage]]
+GroupsView = Mapping[ids.GangKey, list[nodes.PodUsage]]
 Changed = Callable[[int], Collection[PodKey] | None]
 """The state's ``placed_pods_since``: the pods on nodes changed after a version, or None."""
 Namespace = tuple[Sequence[budgets.Budget], bool]
@@ -60,6 +61,10 @@ class RunningIndex:
         """The last groups, and the state's ``placed_pods_version`` they are for."""
         self._all: _Built | None = None
         """The last candidates of every priority, and what they were built from."""
+        self._on_host: tuple[_Built, victims.OnHost] | None = None
+        """``by_host`` of the last candidates, and the candidates it is for."""
+        self._delta: tuple[GroupsView, Groups, frozenset[ids.GangKey]] | None = None
+        """Groups followed pod by pod: (from, to, the keys of the groups that changed between)."""
 
     def groups(
         self, pods: Mapping[PodKey, nodes.PodUsage], hosts: Mapping[ids.NodeName, object], resource: str,
@@ -120,7 +125,13 @@ class RunningIndex:
         moved = None if changed is None else changed(at)
         if moved is None or len(moved) > len(pods) // 4 + 64:
             return False
-        self._grouped_at = (version, self._regrouped(last, moved, pods, hosts))
+        out, regrouped = self._regrouped(last, moved, pods, hosts)
+        delta = self._delta
+        if delta is not None and delta[1] is last and (self._all is None or self._all.groups is not last):
+            self._delta = (delta[0], out, delta[2] | regrouped)  # followed again, no candidates made between
+        else:
+            self._delta = (last, out, regrouped)
+        self._grouped_at = (version, out)
         return True
 
     def _on_fabric(self, hosts: Mapping[ids.NodeName, object], resource: str) -> None:
@@ -167,12 +178,12 @@ class RunningIndex:
         return out
 
     def _regrouped(
-        self, last: Mapping[ids.GangKey, list[nodes.PodUsage]], moved: Iterable[PodKey],
+        self, last: GroupsView, moved: Iterable[PodKey],
         pods: Mapping[PodKey, nodes.PodUsage], hosts: Mapping[ids.NodeName, object],
-    ) -> dict[ids.GangKey, list[nodes.PodUsage]]:
+    ) -> tuple[Groups, frozenset[ids.GangKey]]:
         """``last`` with the pods of ``moved`` taken out of their groups and put in again as
         their records now are; a new dict, whose changed groups are new lists (the candidates
-        kept for ``last`` stay as they were)."""
+        kept for ``last`` stay as they were); and the keys of those groups."""
         out, copied = dict(last), set()
 
         def group(key: ids.GangKey) -> list[nodes.PodUsage]:
@@ -205,10 +216,10 @@ class RunningIndex:
                 del out[key]
             elif len(members) > 1:
                 members.sort(key=_name)
-        return out
+        return out, frozenset(copied)
 
     async def candidates(
-        self, groups: Mapping[ids.GangKey, list[nodes.PodUsage]], below: int,
+        self, groups: GroupsView, below: int,
         namespace_of: Callable[[str], Awaitable[Namespace]], patterns: Mapping[ids.GangKey, request.Pattern],
         now: float, fab: fabric.Fabric, resource: str,
     ) -> list[Candidate]:
@@ -216,55 +227,124 @@ class RunningIndex:
         kept from the last decision when nothing it is made of changed. ``namespace_of`` is read
         once per namespace that has one; ``patterns`` are the plans' (all-to-all without one).
 
-        The candidates of every priority are kept whole between calls: while ``groups`` is the
-        same object, and the namespaces, the patterns and (when a candidate has no start time)
-        the clock are the same, they are not built again, only filtered by priority."""
+        The candidates of every priority are kept between calls, and only those whose workload
+        may have changed are looked at again: those of the groups changed since, when ``groups``
+        were followed pod by pod from the last ones (or are the same); those whose plan's pattern
+        changed; those with no start time when the clock moved (their progress moves). Anything
+        else (a namespace's budgets or opt-out changed, groups made by a full pass) looks at all
+        of them again."""
         last = self._all
-        if last is not None and last.groups is groups and last.patterns == patterns and (
-                last.now is None or last.now == now):
-            namespaces = {ns: await namespace_of(ns) for ns in last.namespaces}
-            if namespaces == last.namespaces:
-                return [c for c in last.candidates if c.workload.priority < below]
+        if last is not None:
+            changed = frozenset() if last.groups is groups else self._changed_since(last.groups, groups)
+            if changed is not None:
+                namespaces = {ns: await namespace_of(ns) for ns in last.namespaces}
+                if namespaces == last.namespaces:
+                    again = changed | _moved_patterns(last.patterns, patterns) | (
+                        last.unstarted if now != last.now else frozenset())
+                    if again or last.groups is not groups:
+                        last = self._all = await self._rebuilt(
+                            last, groups, again, namespace_of, patterns, now, fab, resource)
+                    return [c for c in last.candidates.values() if c.workload.priority < below]
         self._all = await self._built(groups, namespace_of, patterns, now, fab, resource)
-        return [c for c in self._all.candidates if c.workload.priority < below]
+        return [c for c in self._all.candidates.values() if c.workload.priority < below]
+
+    def _changed_since(
+        self, before: GroupsView, after: GroupsView,
+    ) -> frozenset[ids.GangKey] | None:
+        """The keys of the groups that changed from ``before`` to ``after`` when ``after`` was
+        followed from it (else None)."""
+        delta = self._delta
+        if delta is None or delta[0] is not before or delta[1] is not after:
+            return None
+        return delta[2]
+
+    def by_host(self) -> victims.OnHost:
+        """Host -> the last candidates (of every priority) with a pod there, made once per
+        candidates (brought up to date from the last one when they were): the victim search
+        reads each domain's candidates from it."""
+        built = self._all
+        if built is None:
+            return {}
+        if self._on_host is not None and self._on_host[0] is built:
+            return self._on_host[1]
+        if self._on_host is not None and built.derived is not None and built.derived[0] is self._on_host[0]:
+            on_host = _moved_hosts(self._on_host, built, built.derived[1])
+        else:
+            on_host = victims.by_host(c.workload for c in built.candidates.values())
+        self._on_host = (built, on_host)
+        return on_host
+
+    def _made_again(
+        self, key: ids.GangKey, pods: list[nodes.PodUsage], facts: Namespace, pattern: request.Pattern,
+        now: float, fab: fabric.Fabric, resource: str,
+    ) -> tuple[Candidate, bool]:
+        """The workload's candidate, kept when nothing it is made of changed; and whether none
+        of its pods has a start time (its progress moves with the clock)."""
+        kept = self._made.get(key)
+        if kept is not None and kept[2].pods == pods and kept[0] == (facts, pattern) and (
+                kept[1] is None or kept[1] == now):
+            return kept[2], kept[1] is not None
+        priority = pods[0].priority if len(pods) == 1 else max(p.priority for p in pods)
+        unstarted = all(p.started_at is None for p in pods)
+        candidate = _candidate(key, pods, priority, facts, pattern, now, fab, resource)
+        self._made[key] = ((facts, pattern), now if unstarted else None, candidate)
+        return candidate, unstarted
 
     async def _built(
-        self, groups: Mapping[ids.GangKey, list[nodes.PodUsage]],
+        self, groups: GroupsView,
         namespace_of: Callable[[str], Awaitable[Namespace]], patterns: Mapping[ids.GangKey, request.Pattern],
         now: float, fab: fabric.Fabric, resource: str,
     ) -> _Built:
-        made, out, built, unstarted_any = self._made, [], 0, False
+        out: dict[ids.GangKey, Candidate] = {}
+        unstarted: set[ids.GangKey] = set()
         namespaces: dict[str, Namespace] = {}
         # Thousands of workloads at 5,000 nodes, most of them one pod: one plain loop.
         for key, pods in groups.items():
-            kept = made.get(key)
-            if kept is not None and kept[2].pods == pods:
-                priority = kept[2].workload.priority
-            else:
-                kept = None
-                priority = pods[0].priority if len(pods) == 1 else max(p.priority for p in pods)
             namespace = pods[0].namespace
             facts = namespaces.get(namespace)
             if facts is None:
                 facts = namespaces[namespace] = await namespace_of(namespace)
             pattern = patterns.get(key, request.Pattern.ALL_TO_ALL)
-            if kept is not None and kept[0] == (facts, pattern) and (kept[1] is None or kept[1] == now):
-                out.append(kept[2])
-                unstarted_any = unstarted_any or kept[1] is not None
-                if len(out) % 5000 == 0:  # 25,000 kept ones take tens of ms: /filter in between
-                    await asyncio.sleep(0)
-                continue
-            unstarted = all(p.started_at is None for p in pods)
-            unstarted_any = unstarted_any or unstarted
-            candidate = _candidate(key, pods, priority, facts, pattern, now, fab, resource)
-            made[key] = ((facts, pattern), now if unstarted else None, candidate)
-            out.append(candidate)
-            built += 1
-            if built % 1000 == 0:  # the first decision builds thousands: let /filter in between
+            out[key], clocked = self._made_again(key, pods, facts, pattern, now, fab, resource)
+            if clocked:
+                unstarted.add(key)
+            if len(out) % 2000 == 0:  # the first decision builds thousands: let /filter in between
                 await asyncio.sleep(0)
-        if len(made) > 2 * len(groups) + 1024:  # workloads gone: forget them now and then
-            self._made = {k: v for k, v in made.items() if k in groups}
-        return _Built(groups, namespaces, dict(patterns), now if unstarted_any else None, out)
+        if len(self._made) > 2 * len(groups) + 1024:  # workloads gone: forget them now and then
+            self._made = {k: v for k, v in self._made.items() if k in groups}
+        return _Built(groups, namespaces, dict(patterns), now, frozenset(unstarted), out)
+
+    async def _rebuilt(
+        self, last: _Built, groups: GroupsView, again: frozenset[ids.GangKey],
+        namespace_of: Callable[[str], Awaitable[Namespace]], patterns: Mapping[ids.GangKey, request.Pattern],
+        now: float, fab: fabric.Fabric, resource: str,
+    ) -> _Built:
+        """``last`` with the candidates of ``again`` alone looked at again."""
+        out, namespaces = dict(last.candidates), dict(last.namespaces)
+        unstarted = set(last.unstarted - again)
+        for key in again:
+            pods = groups.get(key)
+            if pods is None:
+                out.pop(key, None)
+                continue
+            namespace = pods[0].namespace
+            facts = namespaces.get(namespace)
+            if facts is None:
+                facts = namespaces[namespace] = await namespace_of(namespace)
+            pattern = patterns.get(key, request.Pattern.ALL_TO_ALL)
+            out[key], clocked = self._made_again(key, pods, facts, pattern, now, fab, resource)
+            if clocked:
+                unstarted.add(key)
+        return _Built(groups, namespaces, dict(patterns), now, frozenset(unstarted), out, (last, again))
+
+
+def _moved_patterns(
+    before: Mapping[ids.GangKey, request.Pattern], after: Mapping[ids.GangKey, request.Pattern],
+) -> frozenset[ids.GangKey]:
+    """The workloads whose plan's traffic pattern is not the same (one plan per gang: hundreds)."""
+    if before == after:
+        return frozenset()
+    return frozenset(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
 
 
 def _name(pod: nodes.PodUsage) -> str:
@@ -282,12 +362,46 @@ def _in_name_order(groups: Groups) -> Groups:
 
 @dataclass(frozen=True)
 class _Built:
-    groups: Mapping[ids.GangKey, list[nodes.PodUsage]]
+    groups: GroupsView
     namespaces: dict[str, Namespace]
     patterns: dict[ids.GangKey, request.Pattern]
-    now: float | None
-    """The clock they were built at when one of them has no start time (its progress moves)."""
-    candidates: list[Candidate]
+    now: float
+    """The clock they were made at."""
+    unstarted: frozenset[ids.GangKey]
+    """The workloads none of whose pods has a start time: their progress moves with the clock."""
+    candidates: dict[ids.GangKey, Candidate]
+    derived: tuple[_Built, frozenset[ids.GangKey]] | None = None
+    """The candidates these were made from, and the keys made again (``by_host`` follows them)."""
+
+
+def _moved_hosts(
+    last: tuple[_Built, victims.OnHost], built: _Built, changed: frozenset[ids.GangKey],
+) -> victims.OnHost:
+    """``last``'s host map with the ``changed`` workloads taken out and put in again as ``built``
+    has them; a new dict, whose changed lists are new (the map handed out before stays)."""
+    out: dict[ids.NodeName, list[preemption.RunningWorkload]] = dict(last[1])  # type: ignore[arg-type]
+    copied: set[ids.NodeName] = set()
+
+    def at(host: ids.NodeName) -> list[preemption.RunningWorkload]:
+        if host not in copied:
+            copied.add(host)
+            out[host] = list(out.get(host, ()))
+        return out[host]
+
+    for key in changed:
+        before, after = last[0].candidates.get(key), built.candidates.get(key)
+        if before is after:
+            continue
+        if before is not None:
+            for host in dict.fromkeys(h for h, _ in before.workload.pods):
+                at(host)[:] = [w for w in at(host) if w is not before.workload]
+        if after is not None:
+            for host in dict.fromkeys(h for h, _ in after.workload.pods):
+                at(host).append(after.workload)
+    for host in copied:
+        if not out[host]:
+            del out[host]
+    return out
 
 
 def _candidate(

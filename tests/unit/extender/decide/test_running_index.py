@@ -6,6 +6,7 @@ change gangs and as a PodGroup's policy is read."""
 from __future__ import annotations
 
 import random
+from typing import Any
 
 import pytest
 from extender_harness import Harness, relabel
@@ -216,3 +217,50 @@ def test_a_few_changed_pods_are_followed_without_a_pass_over_every_pod(harness: 
     gang = h.coordinator.owners.key(h.state.pods[("train", "g-0")])
     assert [p.name for p in followed[gang]] == ["g-0", "g-1"], "in name order, not in the order they came"
     assert len(before) == 30, "the groups handed out before are left as they were"
+
+
+def test_candidates_and_their_host_map_followed_pod_by_pod_are_those_made_afresh(harness: Harness) -> None:
+    h, rng = harness, random.Random(11)
+    index = running.RunningIndex(h.coordinator.owners)
+    hosts = sorted(h.state.nodes)
+    names = [f"p{i}" for i in range(40)]
+    snap = h.state.snapshot(next(iter(h.state.topologies)))
+    assert snap is not None
+
+    async def namespace_of(namespace: str) -> running.Namespace:
+        return [], namespace == "other"
+
+    full_builds = [0]
+    built = index._built
+
+    async def counted(*args: Any) -> Any:
+        full_builds[0] += 1
+        return await built(*args)
+
+    index._built = counted  # type: ignore[method-assign]
+
+    def made(with_index: running.RunningIndex, follow: bool) -> tuple[dict[str, object], dict[str, set[str]]]:
+        groups = indexed(h, with_index, follow)
+        found = h.run(with_index.candidates(groups, 1000, namespace_of, {}, 100.0, snap.fabric, GPU))
+        on_host = with_index.by_host()
+        return ({c.workload.key: c.workload for c in found},
+                {host: {w.key for w in ws} for host, ws in on_host.items()})
+
+    for step in range(200):
+        name = rng.choice(names)
+        namespace = "train" if int(name[1:]) % 2 else "other"
+        if rng.random() < 0.2:
+            h.state.delete_pod(namespace, name)
+        else:
+            pod = make_pod(name, namespace).gpus(rng.choice([1, 2])).priority(rng.choice([0, 10]))
+            if rng.random() < 0.5:
+                pod.gang(f"g{rng.randrange(4)}", 4)
+            if rng.random() < 0.8:
+                pod.on(rng.choice(hosts))
+            body = pod.build()
+            if rng.random() < 0.7:
+                body["status"]["startTime"] = rng.choice(["2026-01-01T00:00:10Z", "2026-01-01T00:00:20Z"])
+            h.state.apply_pod(body)
+        if step % 2 == 0:
+            assert made(index, True) == made(running.RunningIndex(h.coordinator.owners), False), step
+    assert full_builds == [1], "after the first, every change was followed"
