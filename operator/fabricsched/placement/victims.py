@@ -46,7 +46,8 @@ class RunningWorkload:
     priority: int
     pods: tuple[tuple[ids.NodeName, int], ...]
     """(host, GPUs) of every pod that holds GPUs on the fabric's hosts."""
-    started_s: float
+    started_s: float | None
+    """When its first pod started; None: none has, so it has no progress to lose."""
     gang: bool = True
     """A gang (every pod of it is evicted together) rather than a single pod."""
     protected: bool = False
@@ -64,7 +65,7 @@ class RunningWorkload:
 
     def progress(self, now_s: float) -> float:
         """GPU-seconds of work since it started: what eviction throws away at worst."""
-        return self.gpus * max(0.0, now_s - self.started_s)
+        return 0.0 if self.started_s is None else self.gpus * max(0.0, now_s - self.started_s)
 
 
 @dataclass(frozen=True)

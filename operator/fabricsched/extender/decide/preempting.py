@@ -268,8 +268,7 @@ class GangPreemption:
         groups = self.running.groups(self.state.pods, snap.fabric.hosts, resource, version,
                                      self.state.placed_pods_since)
         patterns = {e.key: e.pattern for e in self.book.entries()}
-        return await self.running.candidates(groups, below, self._namespace, patterns, self.clock(),
-                                             snap.fabric, resource)
+        return await self.running.candidates(groups, below, self._namespace, patterns, snap.fabric, resource)
 
     async def _namespace(self, namespace: str) -> tuple[Sequence[budgets.Budget], bool]:
         """(its budgets, opted out); an unreadable namespace protects its workloads."""

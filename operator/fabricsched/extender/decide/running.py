@@ -55,7 +55,7 @@ class RunningIndex:
         """Pods whose key reads the owner cache (they name a PodGroup)."""
         self._on: tuple[Mapping[ids.NodeName, object], str, int] | None = None
         """(the fabric's hosts, the GPU resource, the owner cache's version) the keys are for."""
-        self._made: dict[ids.GangKey, tuple[tuple[Namespace, request.Pattern], float | None, Candidate]] = {}
+        self._made: dict[ids.GangKey, tuple[tuple[Namespace, request.Pattern], Candidate]] = {}
         """Workload -> (namespace facts and pattern, the clock when no pod of it started, its candidate)."""
         self._grouped_at: tuple[int, dict[ids.GangKey, list[nodes.PodUsage]]] | None = None
         """The last groups, and the state's ``placed_pods_version`` they are for."""
@@ -221,7 +221,7 @@ class RunningIndex:
     async def candidates(
         self, groups: GroupsView, below: int,
         namespace_of: Callable[[str], Awaitable[Namespace]], patterns: Mapping[ids.GangKey, request.Pattern],
-        now: float, fab: fabric.Fabric, resource: str,
+        fab: fabric.Fabric, resource: str,
     ) -> list[Candidate]:
         """The workloads of ``groups`` of priority below ``below`` as victim candidates, each
         kept from the last decision when nothing it is made of changed. ``namespace_of`` is read
@@ -230,22 +230,21 @@ class RunningIndex:
         The candidates of every priority are kept between calls, and only those whose workload
         may have changed are looked at again: those of the groups changed since, when ``groups``
         were followed pod by pod from the last ones (or are the same); those whose plan's pattern
-        changed; those with no start time when the clock moved (their progress moves). Anything
-        else (a namespace's budgets or opt-out changed, groups made by a full pass) looks at all
-        of them again."""
+        changed. Anything else (a namespace's budgets or opt-out changed, groups made by a full
+        pass) looks at all of them again. A workload none of whose pods has started has no
+        progress to lose (not the clock's: nothing here moves with the clock)."""
         last = self._all
         if last is not None:
             changed = frozenset() if last.groups is groups else self._changed_since(last.groups, groups)
             if changed is not None:
                 namespaces = {ns: await namespace_of(ns) for ns in last.namespaces}
                 if namespaces == last.namespaces:
-                    again = changed | _moved_patterns(last.patterns, patterns) | (
-                        last.unstarted if now != last.now else frozenset())
+                    again = changed | _moved_patterns(last.patterns, patterns)
                     if again or last.groups is not groups:
                         last = self._all = await self._rebuilt(
-                            last, groups, again, namespace_of, patterns, now, fab, resource)
+                            last, groups, again, namespace_of, patterns, fab, resource)
                     return [c for c in last.candidates.values() if c.workload.priority < below]
-        self._all = await self._built(groups, namespace_of, patterns, now, fab, resource)
+        self._all = await self._built(groups, namespace_of, patterns, fab, resource)
         return [c for c in self._all.candidates.values() if c.workload.priority < below]
 
     def _changed_since(
@@ -267,8 +266,11 @@ class RunningIndex:
             return {}
         if self._on_host is not None and self._on_host[0] is built:
             return self._on_host[1]
-        if self._on_host is not None and built.derived is not None and built.derived[0] is self._on_host[0]:
-            on_host = _moved_hosts(self._on_host, built, built.derived[1])
+        derived = built.derived
+        # Past a quarter of them changed, a new map is as cheap.
+        if self._on_host is not None and derived is not None and derived[0] is self._on_host[0] and (
+                len(derived[1]) <= len(built.candidates) // 4 + 64):
+            on_host = _moved_hosts(self._on_host, built, derived[1])
         else:
             on_host = victims.by_host(c.workload for c in built.candidates.values())
         self._on_host = (built, on_host)
@@ -276,27 +278,23 @@ class RunningIndex:
 
     def _made_again(
         self, key: ids.GangKey, pods: list[nodes.PodUsage], facts: Namespace, pattern: request.Pattern,
-        now: float, fab: fabric.Fabric, resource: str,
-    ) -> tuple[Candidate, bool]:
-        """The workload's candidate, kept when nothing it is made of changed; and whether none
-        of its pods has a start time (its progress moves with the clock)."""
+        fab: fabric.Fabric, resource: str,
+    ) -> Candidate:
+        """The workload's candidate, kept when nothing it is made of changed."""
         kept = self._made.get(key)
-        if kept is not None and kept[2].pods == pods and kept[0] == (facts, pattern) and (
-                kept[1] is None or kept[1] == now):
-            return kept[2], kept[1] is not None
+        if kept is not None and kept[1].pods == pods and kept[0] == (facts, pattern):
+            return kept[1]
         priority = pods[0].priority if len(pods) == 1 else max(p.priority for p in pods)
-        unstarted = all(p.started_at is None for p in pods)
-        candidate = _candidate(key, pods, priority, facts, pattern, now, fab, resource)
-        self._made[key] = ((facts, pattern), now if unstarted else None, candidate)
-        return candidate, unstarted
+        candidate = _candidate(key, pods, priority, facts, pattern, fab, resource)
+        self._made[key] = ((facts, pattern), candidate)
+        return candidate
 
     async def _built(
         self, groups: GroupsView,
         namespace_of: Callable[[str], Awaitable[Namespace]], patterns: Mapping[ids.GangKey, request.Pattern],
-        now: float, fab: fabric.Fabric, resource: str,
+        fab: fabric.Fabric, resource: str,
     ) -> _Built:
         out: dict[ids.GangKey, Candidate] = {}
-        unstarted: set[ids.GangKey] = set()
         namespaces: dict[str, Namespace] = {}
         # Thousands of workloads at 5,000 nodes, most of them one pod: one plain loop.
         for key, pods in groups.items():
@@ -305,23 +303,20 @@ class RunningIndex:
             if facts is None:
                 facts = namespaces[namespace] = await namespace_of(namespace)
             pattern = patterns.get(key, request.Pattern.ALL_TO_ALL)
-            out[key], clocked = self._made_again(key, pods, facts, pattern, now, fab, resource)
-            if clocked:
-                unstarted.add(key)
+            out[key] = self._made_again(key, pods, facts, pattern, fab, resource)
             if len(out) % 2000 == 0:  # the first decision builds thousands: let /filter in between
                 await asyncio.sleep(0)
         if len(self._made) > 2 * len(groups) + 1024:  # workloads gone: forget them now and then
             self._made = {k: v for k, v in self._made.items() if k in groups}
-        return _Built(groups, namespaces, dict(patterns), now, frozenset(unstarted), out)
+        return _Built(groups, namespaces, dict(patterns), out)
 
     async def _rebuilt(
         self, last: _Built, groups: GroupsView, again: frozenset[ids.GangKey],
         namespace_of: Callable[[str], Awaitable[Namespace]], patterns: Mapping[ids.GangKey, request.Pattern],
-        now: float, fab: fabric.Fabric, resource: str,
+        fab: fabric.Fabric, resource: str,
     ) -> _Built:
         """``last`` with the candidates of ``again`` alone looked at again."""
         out, namespaces = dict(last.candidates), dict(last.namespaces)
-        unstarted = set(last.unstarted - again)
         for key in again:
             pods = groups.get(key)
             if pods is None:
@@ -332,10 +327,8 @@ class RunningIndex:
             if facts is None:
                 facts = namespaces[namespace] = await namespace_of(namespace)
             pattern = patterns.get(key, request.Pattern.ALL_TO_ALL)
-            out[key], clocked = self._made_again(key, pods, facts, pattern, now, fab, resource)
-            if clocked:
-                unstarted.add(key)
-        return _Built(groups, namespaces, dict(patterns), now, frozenset(unstarted), out, (last, again))
+            out[key] = self._made_again(key, pods, facts, pattern, fab, resource)
+        return _Built(groups, namespaces, dict(patterns), out, (last, again))
 
 
 def _moved_patterns(
@@ -365,10 +358,6 @@ class _Built:
     groups: GroupsView
     namespaces: dict[str, Namespace]
     patterns: dict[ids.GangKey, request.Pattern]
-    now: float
-    """The clock they were made at."""
-    unstarted: frozenset[ids.GangKey]
-    """The workloads none of whose pods has a start time: their progress moves with the clock."""
     candidates: dict[ids.GangKey, Candidate]
     derived: tuple[_Built, frozenset[ids.GangKey]] | None = None
     """The candidates these were made from, and the keys made again (``by_host`` follows them)."""
@@ -406,7 +395,7 @@ def _moved_hosts(
 
 def _candidate(
     key: ids.GangKey, pods: list[nodes.PodUsage], priority: int, namespace: Namespace,
-    pattern: request.Pattern, now: float, fab: fabric.Fabric, resource: str,
+    pattern: request.Pattern, fab: fabric.Fabric, resource: str,
 ) -> Candidate:
     covering, opted = namespace
     starts = [p.started_at for p in pods if p.started_at is not None]
@@ -414,7 +403,7 @@ def _candidate(
     if pattern == request.Pattern.RING:  # its traffic follows its plan's rank order: the fabric's
         placed.sort(key=lambda pod: ranks.fabric_order(fab, pod[0]))
     return Candidate(pods, preemption.RunningWorkload(
-        key, priority, tuple(placed), min(starts) if starts else now, gang=len(pods) > 1,
+        key, priority, tuple(placed), min(starts) if starts else None, gang=len(pods) > 1,
         pattern=pattern,
         # A terminating pod is on its way out already: evicting its workload again frees nothing.
         protected=any([p.terminating for p in pods]) or bool(covering and budgets.protected(pods, covering)),

@@ -104,16 +104,16 @@ def test_a_candidate_is_built_again_when_what_it_is_made_of_changes(harness: Har
         read.append(namespace)
         return facts[namespace]
 
-    def made(now: float = 100.0, pattern: request.Pattern | None = None) -> running.Candidate:
+    def made(pattern: request.Pattern | None = None) -> running.Candidate:
         patterns = {} if pattern is None else {ids.GangKey("train/a@uid-train-a"): pattern}
-        found = h.run(index.candidates(indexed(h, index), 10, namespace_of, patterns, now, snap.fabric, GPU))
+        found = h.run(index.candidates(indexed(h, index), 10, namespace_of, patterns, snap.fabric, GPU))
         (candidate,) = found  # b's priority is not below 10: built (kept for later), not a candidate
         return candidate
 
     first = made()
     assert read == ["train", "other"] and first.workload.key == "train/a@uid-train-a"
     assert made() is first, "nothing changed: kept"
-    assert made(now=200.0).workload.started_s == 200.0, "no start time: the clock's"
+    assert made().workload.started_s is None and made().workload.progress(500.0) == 0.0, "not started"
     facts["train"] = ([], True)
     assert made().workload.opted_out
     assert made(pattern=request.Pattern.RING).workload.pattern == request.Pattern.RING
@@ -177,7 +177,7 @@ def test_groups_and_candidates_are_kept_whole_while_no_pod_on_a_node_changes(har
         return [], False
 
     def candidates(groups: dict[ids.GangKey, list[nodes.PodUsage]], below: int) -> list[running.Candidate]:
-        return h.run(index.candidates(groups, below, namespace_of, {}, 100.0, snap.fabric, GPU))
+        return h.run(index.candidates(groups, below, namespace_of, {}, snap.fabric, GPU))
 
     groups = indexed(h, index)
     assert [c.workload.priority for c in candidates(groups, 100)] == [5, 50]
@@ -241,7 +241,7 @@ def test_candidates_and_their_host_map_followed_pod_by_pod_are_those_made_afresh
 
     def made(with_index: running.RunningIndex, follow: bool) -> tuple[dict[str, object], dict[str, set[str]]]:
         groups = indexed(h, with_index, follow)
-        found = h.run(with_index.candidates(groups, 1000, namespace_of, {}, 100.0, snap.fabric, GPU))
+        found = h.run(with_index.candidates(groups, 1000, namespace_of, {}, snap.fabric, GPU))
         on_host = with_index.by_host()
         return ({c.workload.key: c.workload for c in found},
                 {host: {w.key for w in ws} for host, ws in on_host.items()})
