@@ -116,7 +116,8 @@ def choose(
     if not lower:
         return NoVictims(f"no lower-priority work to evict: every workload on the fabric has priority "
                          f">= {preemptor.priority}", Why.NO_LOWER_PRIORITY)
-    pool = [w for w in lower if not _protected(w, options)]
+    evict_kueue = options.evict_kueue  # _protected, inline: 25,000 calls at 5,000 nodes
+    pool = [w for w in lower if not (w.protected or w.opted_out or (w.kueue and not evict_kueue))]
     if not pool:
         return NoVictims(f"only protected victims: {_protected_note(lower, options)}; {what} waits",
                          Why.ONLY_PROTECTED)

@@ -25,6 +25,7 @@ slot check.
 
 from __future__ import annotations
 
+import functools
 import heapq
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -59,7 +60,7 @@ class RunningWorkload:
     pattern: capacity.Pattern = capacity.ALL_TO_ALL
     """Its traffic pattern: a ring's demand follows ``pods`` as its rank order."""
 
-    @property
+    @functools.cached_property
     def gpus(self) -> int:
         return sum(g for _, g in self.pods)
 
@@ -292,15 +293,20 @@ def _bound(
     3. One workload. 4. The least progress of a candidate at the level of 1 (when the set is
        one workload, it is one of them; when it is more, 3 is already below).
     """
-    level = None
-    for priority in sorted({w.priority for w in local}):
-        if _room_enough(fab, free, hosts, [w for w in local if w.priority <= priority], gang):
-            level = priority
-            break
-    if level is None:
-        return None
-    least = min(round(w.progress(now_s), 6) for w in local if w.priority == level)
-    return level, _least_gpus(fab, free, hosts, gang), 1, least
+    by_level: dict[int, list[RunningWorkload]] = {}
+    for w in local:
+        at = by_level.get(w.priority)
+        if at is None:
+            by_level[w.priority] = [w]
+        else:
+            at.append(w)
+    taken: list[RunningWorkload] = []
+    for level in sorted(by_level):
+        taken += by_level[level]  # every candidate up to this level
+        if _room_enough(fab, free, hosts, taken, gang):
+            least = min(round(w.progress(now_s), 6) for w in by_level[level])
+            return level, _least_gpus(fab, free, hosts, gang), 1, least
+    return None
 
 
 def _least_gpus(
