@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from fabricsched import ids
 from fabricsched.extender.decide import budgets, owners
@@ -30,6 +31,8 @@ from fabricsched.placement import preemption, ranks, request, victims
 from fabricsched.topology import fabric, nodes
 
 PodKey = tuple[str, str]
+K = TypeVar("K")
+V = TypeVar("V")
 Groups = dict[ids.GangKey, list[nodes.PodUsage]]
 GroupsView = Mapping[ids.GangKey, list[nodes.PodUsage]]
 Changed = Callable[[int], Collection[PodKey] | None]
@@ -184,14 +187,8 @@ class RunningIndex:
         """``last`` with the pods of ``moved`` taken out of their groups and put in again as
         their records now are; a new dict, whose changed groups are new lists (the candidates
         kept for ``last`` stay as they were); and the keys of those groups."""
-        out, copied = dict(last), set()
-
-        def group(key: ids.GangKey) -> list[nodes.PodUsage]:
-            if key not in copied:
-                copied.add(key)
-                out[key] = list(out.get(key, ()))
-            return out[key]
-
+        lists: _CopiedOnWrite[ids.GangKey, nodes.PodUsage] = _CopiedOnWrite(last)
+        group = lists.at
         for at in moved:
             seen, pod = self._keys.get(at), pods.get(at)
             if seen is not None and seen[0] is pod:
@@ -210,13 +207,9 @@ class RunningIndex:
             key = self._keys[at][1]
             if key is not None:
                 group(key).append(pod)
-        for key in copied:
-            members = out[key]
-            if not members:
-                del out[key]
-            elif len(members) > 1:
-                members.sort(key=_name)
-        return out, frozenset(copied)
+        for key in lists.copied:
+            lists.out[key].sort(key=_name)
+        return lists.done(), frozenset(lists.copied)  # emptied groups too: their candidates go
 
     async def candidates(
         self, groups: GroupsView, below: int,
@@ -296,16 +289,7 @@ class RunningIndex:
     ) -> _Built:
         out: dict[ids.GangKey, Candidate] = {}
         namespaces: dict[str, Namespace] = {}
-        # Thousands of workloads at 5,000 nodes, most of them one pod: one plain loop.
-        for key, pods in groups.items():
-            namespace = pods[0].namespace
-            facts = namespaces.get(namespace)
-            if facts is None:
-                facts = namespaces[namespace] = await namespace_of(namespace)
-            pattern = patterns.get(key, request.Pattern.ALL_TO_ALL)
-            out[key] = self._made_again(key, pods, facts, pattern, fab, resource)
-            if len(out) % 2000 == 0:  # the first decision builds thousands: let /filter in between
-                await asyncio.sleep(0)
+        await self._made_into(out, namespaces, groups.items(), namespace_of, patterns, fab, resource)
         if len(self._made) > 2 * len(groups) + 1024:  # workloads gone: forget them now and then
             self._made = {k: v for k, v in self._made.items() if k in groups}
         return _Built(groups, namespaces, dict(patterns), out)
@@ -317,8 +301,20 @@ class RunningIndex:
     ) -> _Built:
         """``last`` with the candidates of ``again`` alone looked at again."""
         out, namespaces = dict(last.candidates), dict(last.namespaces)
-        for key in again:
-            pods = groups.get(key)
+        changed = ((key, groups.get(key)) for key in again)
+        await self._made_into(out, namespaces, changed, namespace_of, patterns, fab, resource)
+        return _Built(groups, namespaces, dict(patterns), out, (last, again))
+
+    async def _made_into(
+        self, out: dict[ids.GangKey, Candidate], namespaces: dict[str, Namespace],
+        groups: Iterable[tuple[ids.GangKey, list[nodes.PodUsage] | None]],
+        namespace_of: Callable[[str], Awaitable[Namespace]], patterns: Mapping[ids.GangKey, request.Pattern],
+        fab: fabric.Fabric, resource: str,
+    ) -> None:
+        """The candidates of ``groups`` into ``out`` (a group gone: its candidate out), each
+        namespace read once into ``namespaces``."""
+        # Thousands of workloads at 5,000 nodes, most of them one pod: one plain loop.
+        for n, (key, pods) in enumerate(groups, 1):
             if pods is None:
                 out.pop(key, None)
                 continue
@@ -328,7 +324,8 @@ class RunningIndex:
                 facts = namespaces[namespace] = await namespace_of(namespace)
             pattern = patterns.get(key, request.Pattern.ALL_TO_ALL)
             out[key] = self._made_again(key, pods, facts, pattern, fab, resource)
-        return _Built(groups, namespaces, dict(patterns), out, (last, again))
+            if n % 2000 == 0:  # the first decision builds thousands: let /filter in between
+                await asyncio.sleep(0)
 
 
 def _moved_patterns(
@@ -368,15 +365,8 @@ def _moved_hosts(
 ) -> victims.OnHost:
     """``last``'s host map with the ``changed`` workloads taken out and put in again as ``built``
     has them; a new dict, whose changed lists are new (the map handed out before stays)."""
-    out: dict[ids.NodeName, list[preemption.RunningWorkload]] = dict(last[1])  # type: ignore[arg-type]
-    copied: set[ids.NodeName] = set()
-
-    def at(host: ids.NodeName) -> list[preemption.RunningWorkload]:
-        if host not in copied:
-            copied.add(host)
-            out[host] = list(out.get(host, ()))
-        return out[host]
-
+    lists: _CopiedOnWrite[ids.NodeName, preemption.RunningWorkload] = _CopiedOnWrite(last[1])
+    at = lists.at
     for key in changed:
         before, after = last[0].candidates.get(key), built.candidates.get(key)
         if before is after:
@@ -387,10 +377,28 @@ def _moved_hosts(
         if after is not None:
             for host in dict.fromkeys(h for h, _ in after.workload.pods):
                 at(host).append(after.workload)
-    for host in copied:
-        if not out[host]:
-            del out[host]
-    return out
+    return lists.done()
+
+
+class _CopiedOnWrite(Generic[K, V]):
+    """A new dict of lists over ``last``, each list copied the first time it is changed: what
+    was handed out before stays as it was. Lists left empty are dropped at the end."""
+
+    def __init__(self, last: Mapping[K, Sequence[V]]) -> None:
+        self.out: dict[K, list[V]] = dict(last)  # type: ignore[arg-type]  # copied before a change
+        self.copied: set[K] = set()
+
+    def at(self, key: K) -> list[V]:
+        if key not in self.copied:
+            self.copied.add(key)
+            self.out[key] = list(self.out.get(key, ()))
+        return self.out[key]
+
+    def done(self) -> dict[K, list[V]]:
+        for key in self.copied:
+            if not self.out[key]:
+                del self.out[key]
+        return self.out
 
 
 def _candidate(
