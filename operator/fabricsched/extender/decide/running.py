@@ -10,12 +10,14 @@ second. ``RunningIndex`` keeps both between decisions:
   through the pod's PodGroup (a PodGroup whose policy is no gang falls through to the next
   source), so the keys of pods naming one are computed again whenever the cache stored or
   dropped an owner (``OwnerCache.version``);
+- the groups are followed pod by pod through the state's log of changed pods on nodes
+  (``placed_pods_since``), not made by a pass over every pod, when few pods changed;
 - a workload's ``Candidate`` is built again only when its pods, its namespace's budgets or
-  opt-out, its plan's traffic pattern or (when none of its pods has a start time) the clock
-  changed.
+  opt-out, or its plan's traffic pattern changed; when the groups were followed, only the
+  changed ones are looked at (and the host map the victim search reads is followed with them).
 
-The groups come in the order of the state's pods, as a full pass finds them: the answer is the
-one the pass over every pod gives (tests/unit/extender/decide/test_running_index.py).
+A group's pods are in name order, whatever order they came in: the answer is the one the pass
+over every pod gives (tests/unit/extender/decide/test_running_index.py).
 """
 
 from __future__ import annotations
@@ -59,7 +61,7 @@ class RunningIndex:
         self._on: tuple[Mapping[ids.NodeName, object], str, int] | None = None
         """(the fabric's hosts, the GPU resource, the owner cache's version) the keys are for."""
         self._made: dict[ids.GangKey, tuple[tuple[Namespace, request.Pattern], Candidate]] = {}
-        """Workload -> (namespace facts and pattern, the clock when no pod of it started, its candidate)."""
+        """Workload -> (namespace facts and pattern, its candidate)."""
         self._grouped_at: tuple[int, dict[ids.GangKey, list[nodes.PodUsage]]] | None = None
         """The last groups, and the state's ``placed_pods_version`` they are for."""
         self._all: _Built | None = None
