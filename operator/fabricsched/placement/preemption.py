@@ -96,6 +96,7 @@ def choose(
     options: Options = _DEFAULT_OPTIONS,
     candidates: Collection[ids.NodeName] | None = None,
     on_host: victims.OnHost | None = None,
+    known: request.NoFit | None = None,
 ) -> Choice | NoVictims:
     """The domain to clear, the victims and the plan after them, or why not.
 
@@ -103,13 +104,14 @@ def choose(
     GPUs on the fabric's hosts, whoever scheduled it; ``traffic`` the running gangs' load
     (victims included: their part is taken off for the final plan); ``now_s`` prices the
     progress a victim loses (its GPUs x the time since it started); ``on_host`` is
-    ``victims.by_host(running)`` (or of more workloads) when the caller keeps it.
+    ``victims.by_host(running)`` (or of more workloads) when the caller keeps it; ``known`` the
+    engine's answer for the gang on ``free`` (no plan) when the caller asked it already.
     """
     gang = preemptor.gang
     what = reasons.gang(gang.pods, gang.gpus_per_pod)
     if preemptor.policy is PreemptionPolicy.NEVER:
         return NoVictims(f"preemptionPolicy Never: {what} waits for room and evicts nobody", Why.NEVER)
-    blocked = _blocked(snap, free, gang, options, candidates)
+    blocked = _blocked(snap, free, gang, options, candidates, known)
     if blocked is not None:
         return blocked
     lower = [w for w in running if w.priority < preemptor.priority]
@@ -140,18 +142,20 @@ def yielding(
     traffic: capacity.Traffic | None = None,
     options: Options = _DEFAULT_OPTIONS,
     candidates: Collection[ids.NodeName] | None = None,
+    known: request.NoFit | None = None,
 ) -> Choice | NoVictims:
     """"Reservations yield first": the unbound lower-priority reservations to drop so the gang
     fits with no eviction, chosen as victims are (a reservation has no progress to lose).
 
     ``free`` is GPUs free per host after every reservation, ``held`` included. The answer's
-    ``victims`` are the dropped reservations, as workloads with their keys.
+    ``victims`` are the dropped reservations, as workloads with their keys. ``known`` as for
+    ``choose``.
     """
     gang = preemptor.gang
     what = reasons.gang(gang.pods, gang.gpus_per_pod)
     if preemptor.policy is PreemptionPolicy.NEVER:
         return NoVictims(f"preemptionPolicy Never: {what} takes no other gang's reservation", Why.NEVER)
-    blocked = _blocked(snap, free, gang, options, candidates)
+    blocked = _blocked(snap, free, gang, options, candidates, known)
     if blocked is not None:
         return blocked
     pool = [RunningWorkload(r.key, r.priority, r.pods, started_s=0.0)
@@ -167,10 +171,11 @@ def yielding(
 
 def _blocked(
     snap: snapshot.Snapshot, free: Mapping[ids.NodeName, int], gang: request.GangRequest, options: Options,
-    candidates: Collection[ids.NodeName] | None,
+    candidates: Collection[ids.NodeName] | None, known: request.NoFit | None,
 ) -> NoVictims | None:
-    """Preemption is only for a gang that cannot be placed at all, and could be in the empty fabric."""
-    now = placing.place(snap, free, gang, None, options.placement, candidates)
+    """Preemption is only for a gang that cannot be placed at all, and could be in the empty fabric.
+    ``known``: the engine's answer on ``free`` when the caller asked it already (not asked again)."""
+    now = known if known is not None else placing.place(snap, free, gang, None, options.placement, candidates)
     if isinstance(now, request.Plan):
         return NoVictims("a plan exists without preemption", Why.FITS)
     if now.unresolvable:

@@ -300,10 +300,21 @@ def _bound(
             by_level[w.priority] = [w]
         else:
             at.append(w)
-    taken: list[RunningWorkload] = []
+    # Pod slots with every candidate up to each level gone, counted as they go (``_freed_in``'s
+    # caps: no host above its GPUs); a necessary condition for a set at that level.
+    g, inside = gang.gpus_per_pod, hosts if isinstance(hosts, (set, frozenset)) else frozenset(hosts)
+    slots = sum(free.get(h, 0) // g for h in inside)
+    freed: dict[ids.NodeName, int] = {}
     for level in sorted(by_level):
-        taken += by_level[level]  # every candidate up to this level
-        if _room_enough(fab, free, hosts, taken, gang):
+        for w in by_level[level]:
+            for host, gpus in w.pods:
+                if host in inside and host in fab.hosts:
+                    before = freed.get(host)
+                    if before is None:
+                        before = free.get(host, 0)
+                    after = freed[host] = min(fab.hosts[host].gpus, before + gpus)
+                    slots += after // g - before // g
+        if slots >= gang.pods:
             least = min(round(w.progress(now_s), 6) for w in by_level[level])
             return level, _least_gpus(fab, free, hosts, gang), 1, least
     return None
@@ -331,15 +342,6 @@ def _least_gpus(
         return 0
     firsts.sort()
     return sum(firsts[:missing]) + g * max(0, missing - len(firsts))
-
-
-def _room_enough(
-    fab: fabric.Fabric, free: Mapping[ids.NodeName, int], hosts: Collection[ids.NodeName],
-    local: Sequence[RunningWorkload], gang: request.GangRequest,
-) -> bool:
-    """Pod slots in the domain with every local candidate gone: a necessary condition."""
-    freed = _freed_in(fab, free, hosts, local)
-    return sum(gpus // gang.gpus_per_pod for gpus in freed.values()) >= gang.pods
 
 
 def _freed_in(

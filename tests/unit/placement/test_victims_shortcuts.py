@@ -165,3 +165,19 @@ def test_leaves_tied_on_every_cost_are_not_all_searched(monkeypatch: pytest.Monk
                           request.PlacementOptions(), None, exhaustive=True)
     assert fast == full
     assert searched <= 4 < len(calls) - searched, (searched, len(calls) - searched)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cases())
+def test_every_domain_a_set_clears_has_a_bound_no_higher_than_its_cost(case: Case) -> None:
+    fab, running, want, _ = case
+    snap = snapshot.build(fab)
+    free = used_free(fab, running)
+    options = request.PlacementOptions()
+    for key in snap.tree.by_tier[victims.tier_of(snap, want)]:
+        hosts = frozenset(fab.domains[key].hosts if key in fab.domains else snap.tree.order)
+        local = [w for w in running if any(h in hosts for h, _ in w.pods)]
+        found = victims._in_domain(snap, free, hosts, local, want, 100.0, options) if local else None
+        if found is not None:
+            bound = victims._bound(fab, free, hosts, local, want, 100.0)
+            assert bound is not None and bound <= victims._cost(found, 100.0), key

@@ -184,8 +184,8 @@ class GangPreemption:
         ask = planning.gang_request(gang, snap.fabric)
         if isinstance(ask, request.NoFit):
             return False
-        hosts = list(snap.fabric.hosts)
-        if isinstance(inputs.place(ask, self.options.placement, hosts), request.Plan):
+        fit = inputs.place(ask, self.options.placement, list(snap.fabric.hosts))
+        if isinstance(fit, request.Plan):
             return False  # it fits: the scheduler places it (preemption never improves a placement)
         self.laps.lap("fit check")
         priority, policy = self._rank(pod)
@@ -195,7 +195,8 @@ class GangPreemption:
         free = inputs.free()
         if not own:
             held = self._reservations(snap.name, gang.key)
-            gave = preemption.yielding(self._snapshot(inputs), free, held, preemptor, inputs.traffic, options)
+            gave = preemption.yielding(self._snapshot(inputs), free, held, preemptor, inputs.traffic, options,
+                                       known=fit)
             if isinstance(gave, preemption.Choice):
                 self.decided_s = time.perf_counter() - started
                 self._yield(pod, gang, snap, gave, priority)
@@ -209,7 +210,8 @@ class GangPreemption:
                                           preemption.Why.NEVER)
         else:
             chosen = preemption.choose(self._snapshot(inputs), free, [c.workload for c in running], preemptor,
-                                       self.clock(), inputs.traffic, options, on_host=self.running.by_host())
+                                       self.clock(), inputs.traffic, options, on_host=self.running.by_host(),
+                                       known=fit)
         if isinstance(chosen, preemption.NoVictims):
             if chosen.why not in (preemption.Why.FITS, preemption.Why.UNRESOLVABLE):
                 self.board.wait(gang, snap.name, "PreemptionBlocked",
