@@ -95,7 +95,7 @@ def choose(
     traffic: capacity.Traffic | None = None,
     options: Options = _DEFAULT_OPTIONS,
     candidates: Collection[ids.NodeName] | None = None,
-    on_host: victims.OnHost | None = None,
+    kept: victims.KeptIndexes | None = None,
     known: request.NoFit | None = None,
 ) -> Choice | NoVictims:
     """The domain to clear, the victims and the plan after them, or why not.
@@ -103,8 +103,8 @@ def choose(
     ``free`` is GPUs free per host after every reservation; ``running`` every workload holding
     GPUs on the fabric's hosts, whoever scheduled it; ``traffic`` the running gangs' load
     (victims included: their part is taken off for the final plan); ``now_s`` prices the
-    progress a victim loses (its GPUs x the time since it started); ``on_host`` is
-    ``victims.by_host(running)`` (or of more workloads) when the caller keeps it; ``known`` the
+    progress a victim loses (its GPUs x the time since it started); ``kept`` the caller's
+    indexes of ``running`` (or of more workloads) when it keeps them; ``known`` the
     engine's answer for the gang on ``free`` (no plan) when the caller asked it already.
     """
     gang = preemptor.gang
@@ -124,7 +124,7 @@ def choose(
         return NoVictims(f"only protected victims: {_protected_note(lower, options)}; {what} waits",
                          Why.ONLY_PROTECTED)
     found = victims.search(snap, free, pool, gang, now_s, traffic, options.placement, candidates,
-                           on_host=on_host)
+                           kept=kept)
     if found is not None:
         return found
     held_back = len(lower) - len(pool)

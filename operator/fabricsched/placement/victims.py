@@ -29,6 +29,7 @@ import functools
 import heapq
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from fabricsched import ids
 from fabricsched.placement import capacity, placing, reasons, request, snapshot
@@ -90,6 +91,30 @@ Found = tuple[DomainKey, frozenset[ids.NodeName], list[RunningWorkload]]
 """A domain, its hosts (the candidates among them), and its victims or its local candidates."""
 OnHost = Mapping[ids.NodeName, Sequence["RunningWorkload"]]
 """``by_host``: host -> the workloads with a pod there."""
+OnDomain = Mapping[DomainKey, Sequence["RunningWorkload"]]
+"""``by_domain``: a tier's domain -> the workloads with a pod in it."""
+
+
+class KeptIndexes(Protocol):
+    """The workloads a caller keeps indexed between searches (each index of a superset of the
+    pool searched): the extender keeps them from one decision to the next."""
+
+    def by_host(self) -> OnHost: ...
+
+    def by_domain(self, snap: snapshot.Snapshot, tier: int) -> OnDomain: ...
+
+
+class Indexed:
+    """``KeptIndexes`` made at once from ``workloads``: the reference the kept indexes are tested against."""
+
+    def __init__(self, workloads: Iterable[RunningWorkload]) -> None:
+        self._on_host = by_host(workloads)
+
+    def by_host(self) -> OnHost:
+        return self._on_host
+
+    def by_domain(self, snap: snapshot.Snapshot, tier: int) -> OnDomain:
+        return by_domain(snap, tier, self._on_host)
 Cost = tuple[int, int, int, float]
 """Criteria 1-4 of a victim set (``_cost``), or a lower bound of them (``_bound``)."""
 
@@ -121,14 +146,14 @@ def search(
     options: request.PlacementOptions,
     candidates: Collection[ids.NodeName] | None,
     exhaustive: bool = False,
-    on_host: OnHost | None = None,
+    kept: KeptIndexes | None = None,
 ) -> Choice | None:
     """The best victim set over the domains of the gang's tier; None when no domain fits.
 
     ``exhaustive`` makes the plan of every domain tied on criteria 1-4 (the reference the
-    shortcut below is tested against: the same choice). ``on_host`` is ``by_host`` of a
-    superset of ``pool`` when the caller keeps one (a pass over every workload saved)."""
-    scored = _scored(snap, free, pool, gang, now_s, candidates, on_host)
+    shortcut below is tested against: the same choice). ``kept``: the caller's indexes of a
+    superset of ``pool`` (a pass over every workload saved)."""
+    scored = _scored(snap, free, pool, gang, now_s, candidates, kept)
     if not exhaustive:
         scored.sort(key=lambda s: (s[0], s[1]))
     lowest, cheapest, deferred = _cheapest(snap, free, scored, gang, now_s, options, exhaustive)
@@ -138,23 +163,30 @@ def search(
 def _scored(
     snap: snapshot.Snapshot, free: Mapping[ids.NodeName, int], pool: Sequence[RunningWorkload],
     gang: request.GangRequest, now_s: float, candidates: Collection[ids.NodeName] | None,
-    on_host: OnHost | None,
+    kept: KeptIndexes | None,
 ) -> list[tuple[Cost, int, DomainKey, frozenset[ids.NodeName], list[RunningWorkload]]]:
     """Every domain of the gang's tier some victim set could clear: the lower bound of its cost,
     its position, key, hosts and local candidates (in no particular order: no step depends on it)."""
     fab, index = snap.fabric, snap.tree
+    tier = tier_of(snap, gang)
     allowed = None if candidates is None else frozenset(candidates)
-    if on_host is None:
-        on_host = by_host(pool)
-        eligible = None
+    if kept is None:
+        kept, eligible = Indexed(pool), None
     else:
         eligible = {id(w) for w in pool}
+    # A domain's candidates by domain, unless some of its hosts are not candidates: by host then.
+    on_domain = kept.by_domain(snap, tier) if allowed is None else None
+    on_host = kept.by_host()
     scored = []
-    for n, key in enumerate(index.by_tier[tier_of(snap, gang)]):
-        below = fab.domains[key].hosts if key in fab.domains else index.order
+    for n, key in enumerate(index.by_tier[tier]):
+        below = hosts_of(snap, key)
         hosts = frozenset(below if allowed is None else (h for h in below if h in allowed))
-        local = list({id(w): w for h in hosts for w in on_host.get(h, ())
-                      if eligible is None or id(w) in eligible}.values())
+        if on_domain is not None:
+            found = on_domain.get(key, ())
+            local = list(found) if eligible is None else [w for w in found if id(w) in eligible]
+        else:
+            local = list({id(w): w for h in hosts for w in on_host.get(h, ())
+                          if eligible is None or id(w) in eligible}.values())
         bound = _bound(fab, free, hosts, local, gang, now_s) if local else None
         if bound is not None:
             scored.append((bound, n, key, hosts, local))
@@ -258,6 +290,21 @@ def _cost(chosen: Sequence[RunningWorkload], now_s: float) -> Cost:
     """Criteria 1-4 of a victim set."""
     return (max(w.priority for w in chosen), sum(w.gpus for w in chosen), len(chosen),
             round(sum(w.progress(now_s) for w in chosen), 6))
+
+
+def hosts_of(snap: snapshot.Snapshot, key: DomainKey) -> Sequence[ids.NodeName]:
+    """The hosts of a domain of ``snap``'s tree (every host for the whole fabric's key)."""
+    fab = snap.fabric
+    return fab.domains[key].hosts if key in fab.domains else snap.tree.order
+
+
+def by_domain(
+    snap: snapshot.Snapshot, tier: int, on_host: OnHost, keys: Iterable[DomainKey] | None = None,
+) -> dict[DomainKey, list[RunningWorkload]]:
+    """Domain of ``tier`` (only ``keys`` when given) -> the workloads of ``on_host`` with a pod
+    there, each once (none: an empty list)."""
+    return {key: list({id(w): w for h in hosts_of(snap, key) for w in on_host.get(h, ())}.values())
+            for key in (snap.tree.by_tier[tier] if keys is None else keys)}
 
 
 def by_host(workloads: Iterable[RunningWorkload]) -> dict[ids.NodeName, list[RunningWorkload]]:

@@ -83,9 +83,9 @@ def test_the_shortcuts_choose_what_the_full_search_chooses(case: Case) -> None:
     full = victims.search(snap, free, pool, want, 100.0, traffic, options, None, exhaustive=True)
     assert fast == full
     everyone = [*running, preemption.RunningWorkload(ids.GangKey("above"), 1000, tuple(
-        (h, 1) for h in sorted(fab.hosts)[:3]), 0.0)]  # on_host may hold more than the pool
+        (h, 1) for h in sorted(fab.hosts)[:3]), 0.0)]  # the kept indexes may hold more than the pool
     kept = victims.search(snap, free, pool, want, 100.0, traffic, options, None,
-                          on_host=victims.by_host(everyone))
+                          kept=victims.Indexed(everyone))
     assert kept == full
 
 

@@ -123,7 +123,7 @@ class GangPreemption:
                                                version, changed=self.state.placed_pods_since)
                 if held and version == self.state.placed_pods_version:  # else: at the next tick
                     await self._running(snap, _ABOVE_ALL)
-                    self.running.by_host()
+                    self.running.kept()
                     self._warmed_at = version
                 return
 
@@ -210,7 +210,7 @@ class GangPreemption:
                                           preemption.Why.NEVER)
         else:
             chosen = preemption.choose(self._snapshot(inputs), free, [c.workload for c in running], preemptor,
-                                       self.clock(), inputs.traffic, options, on_host=self.running.by_host(),
+                                       self.clock(), inputs.traffic, options, kept=self.running.kept(),
                                        known=fit)
         if isinstance(chosen, preemption.NoVictims):
             if chosen.why not in (preemption.Why.FITS, preemption.Why.UNRESOLVABLE):

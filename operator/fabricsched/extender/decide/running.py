@@ -25,16 +25,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Generic, TypeVar
 
 from fabricsched import ids
 from fabricsched.extender.decide import budgets, owners
-from fabricsched.placement import preemption, ranks, request, victims
+from fabricsched.extender.decide import kept as kept_maps
+from fabricsched.placement import preemption, ranks, request
 from fabricsched.topology import fabric, nodes
 
 PodKey = tuple[str, str]
-K = TypeVar("K")
-V = TypeVar("V")
 Groups = dict[ids.GangKey, list[nodes.PodUsage]]
 GroupsView = Mapping[ids.GangKey, list[nodes.PodUsage]]
 Changed = Callable[[int], Collection[PodKey] | None]
@@ -66,8 +64,7 @@ class RunningIndex:
         """The last groups, and the state's ``placed_pods_version`` they are for."""
         self._all: _Built | None = None
         """The last candidates of every priority, and what they were built from."""
-        self._on_host: tuple[_Built, victims.OnHost] | None = None
-        """``by_host`` of the last candidates, and the candidates it is for."""
+        self._kept = kept_maps.KeptMaps()
         self._delta: tuple[GroupsView, Groups, frozenset[ids.GangKey]] | None = None
         """Groups followed pod by pod: (from, to, the keys of the groups that changed between)."""
 
@@ -189,7 +186,7 @@ class RunningIndex:
         """``last`` with the pods of ``moved`` taken out of their groups and put in again as
         their records now are; a new dict, whose changed groups are new lists (the candidates
         kept for ``last`` stay as they were); and the keys of those groups."""
-        lists: _CopiedOnWrite[ids.GangKey, nodes.PodUsage] = _CopiedOnWrite(last)
+        lists: kept_maps.CopiedOnWrite[ids.GangKey, nodes.PodUsage] = kept_maps.CopiedOnWrite(last)
         group = lists.at
         for at in moved:
             seen, pod = self._keys.get(at), pods.get(at)
@@ -252,24 +249,14 @@ class RunningIndex:
             return None
         return delta[2]
 
-    def by_host(self) -> victims.OnHost:
-        """Host -> the last candidates (of every priority) with a pod there, made once per
-        candidates (brought up to date from the last one when they were): the victim search
-        reads each domain's candidates from it."""
+    def kept(self) -> kept_maps.KeptMaps:
+        """The victim search's maps (``victims.KeptIndexes``) of the last candidates (of every
+        priority), followed from the last ones when the candidates were."""
         built = self._all
-        if built is None:
-            return {}
-        if self._on_host is not None and self._on_host[0] is built:
-            return self._on_host[1]
-        derived = built.derived
-        # Past a quarter of them changed, a new map is as cheap.
-        if self._on_host is not None and derived is not None and derived[0] is self._on_host[0] and (
-                len(derived[1]) <= len(built.candidates) // 4 + 64):
-            on_host = _moved_hosts(self._on_host, built, derived[1])
-        else:
-            on_host = victims.by_host(c.workload for c in built.candidates.values())
-        self._on_host = (built, on_host)
-        return on_host
+        if built is not None:
+            derived = None if built.derived is None else (built.derived[0].candidates, built.derived[1])
+            self._kept.follow(built.candidates, derived)
+        return self._kept
 
     def _made_again(
         self, key: ids.GangKey, pods: list[nodes.PodUsage], facts: Namespace, pattern: request.Pattern,
@@ -359,48 +346,7 @@ class _Built:
     patterns: dict[ids.GangKey, request.Pattern]
     candidates: dict[ids.GangKey, Candidate]
     derived: tuple[_Built, frozenset[ids.GangKey]] | None = None
-    """The candidates these were made from, and the keys made again (``by_host`` follows them)."""
-
-
-def _moved_hosts(
-    last: tuple[_Built, victims.OnHost], built: _Built, changed: frozenset[ids.GangKey],
-) -> victims.OnHost:
-    """``last``'s host map with the ``changed`` workloads taken out and put in again as ``built``
-    has them; a new dict, whose changed lists are new (the map handed out before stays)."""
-    lists: _CopiedOnWrite[ids.NodeName, preemption.RunningWorkload] = _CopiedOnWrite(last[1])
-    at = lists.at
-    for key in changed:
-        before, after = last[0].candidates.get(key), built.candidates.get(key)
-        if before is after:
-            continue
-        if before is not None:
-            for host in dict.fromkeys(h for h, _ in before.workload.pods):
-                at(host)[:] = [w for w in at(host) if w is not before.workload]
-        if after is not None:
-            for host in dict.fromkeys(h for h, _ in after.workload.pods):
-                at(host).append(after.workload)
-    return lists.done()
-
-
-class _CopiedOnWrite(Generic[K, V]):
-    """A new dict of lists over ``last``, each list copied the first time it is changed: what
-    was handed out before stays as it was. Lists left empty are dropped at the end."""
-
-    def __init__(self, last: Mapping[K, Sequence[V]]) -> None:
-        self.out: dict[K, list[V]] = dict(last)  # type: ignore[arg-type]  # copied before a change
-        self.copied: set[K] = set()
-
-    def at(self, key: K) -> list[V]:
-        if key not in self.copied:
-            self.copied.add(key)
-            self.out[key] = list(self.out.get(key, ()))
-        return self.out[key]
-
-    def done(self) -> dict[K, list[V]]:
-        for key in self.copied:
-            if not self.out[key]:
-                del self.out[key]
-        return self.out
+    """The candidates these were made from, and the keys made again (the kept maps follow them)."""
 
 
 def _candidate(

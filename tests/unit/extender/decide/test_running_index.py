@@ -15,7 +15,7 @@ from owner_objects import Owners
 from builders import PodBuilder, make_pod
 from fabricsched import ids
 from fabricsched.extender.decide import running
-from fabricsched.placement import request
+from fabricsched.placement import request, snapshot
 from fabricsched.topology import nodes
 
 GPU = "nvidia.com/gpu"
@@ -239,12 +239,15 @@ def test_candidates_and_their_host_map_followed_pod_by_pod_are_those_made_afresh
 
     index._built = counted  # type: ignore[method-assign]
 
-    def made(with_index: running.RunningIndex, follow: bool) -> tuple[dict[str, object], dict[str, set[str]]]:
+    def made(with_index: running.RunningIndex, follow: bool) -> tuple[object, ...]:
         groups = indexed(h, with_index, follow)
         found = h.run(with_index.candidates(groups, 1000, namespace_of, {}, snap.fabric, GPU))
-        on_host = with_index.by_host()
+        kept = with_index.kept()
+        placing = snapshot.build(snap.fabric)
         return ({c.workload.key: c.workload for c in found},
-                {host: {w.key for w in ws} for host, ws in on_host.items()})
+                {host: {w.key for w in ws} for host, ws in kept.by_host().items()},
+                *({key: {w.key for w in ws} for key, ws in kept.by_domain(placing, tier).items() if ws}
+                  for tier in range(len(snap.fabric.tiers) + 1)))
 
     for step in range(200):
         name = rng.choice(names)
