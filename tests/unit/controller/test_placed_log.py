@@ -33,3 +33,13 @@ def test_one_change_larger_than_the_log_is_never_split() -> None:
     assert log.since(0) is None
     assert log.since(1) is None, "the change that overflowed it is dropped whole"
     assert log.since(2) == set()
+
+
+def test_a_flood_of_changes_keeps_the_log_bounded_and_an_old_version_gets_none() -> None:
+    log = placed_log.PlacedLog()
+    for i in range(100_000):
+        log.moved([("flood", f"p{i}" + "x" * 100)])
+        assert len(log._keys) <= placed_log.MAX_ENTRIES
+    assert len(log._keys) == len(log._versions) >= placed_log.MAX_ENTRIES // 2
+    assert log.since(0) is None, "too long ago: the index makes a full pass"
+    assert log.since(log.version - 10) == {("flood", f"p{i}" + "x" * 100) for i in range(99_990, 100_000)}

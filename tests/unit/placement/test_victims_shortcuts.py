@@ -175,7 +175,7 @@ def test_every_domain_a_set_clears_has_a_bound_no_higher_than_its_cost(case: Cas
     free = used_free(fab, running)
     options = request.PlacementOptions()
     for key in snap.tree.by_tier[victims.tier_of(snap, want)]:
-        hosts = frozenset(fab.domains[key].hosts if key in fab.domains else snap.tree.order)
+        hosts = frozenset(victims.hosts_of(snap, key))
         local = [w for w in running if any(h in hosts for h, _ in w.pods)]
         found = victims._in_domain(snap, free, hosts, local, want, 100.0, options) if local else None
         if found is not None:
