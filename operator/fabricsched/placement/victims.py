@@ -115,6 +115,8 @@ class Indexed:
 
     def by_domain(self, snap: snapshot.Snapshot, tier: int) -> OnDomain:
         return by_domain(snap, tier, self._on_host)
+
+
 Cost = tuple[int, int, int, float]
 """Criteria 1-4 of a victim set (``_cost``), or a lower bound of them (``_bound``)."""
 
