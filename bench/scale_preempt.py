@@ -27,8 +27,9 @@ from fabricsched.cluster import kwok, samples
 
 LOW, HIGH = ("bench-low", -100), ("bench-high", 1000)
 DECIDED = re.compile(r"\(decided in ([0-9.]+) ms(?:, ([0-9.]+) of them waiting for the API)?(?:; [^)]*)?\)")
-SPENT = re.compile(r"; CPU ([0-9.]+), collector ([0-9.]+)\)")
-"""Of a decision, the loop thread's CPU and the garbage collector's pauses (ms)."""
+SPENT = re.compile(r"; CPU ([0-9.]+), collector ([0-9.]+)(?:, other threads ([0-9.]+))?\)")
+"""Of a decision, the loop thread's CPU, the garbage collector's pauses and the process's other
+threads' CPU (ms)."""
 
 
 class Bench(Protocol):
@@ -146,7 +147,9 @@ def run(bench: Bench, summary: Callable[[Sequence[float]], dict[str, float]]) ->
     bench.result["preemption"] = {
         "low_gangs": len(leaves), "gang_pods": args.preemption_gang, "gpus_per_pod": gpus,
         "decision_ms": summary(decided), "decision_each_ms": [round(d * 1000, 1) for d in decided],
-        "decision_cpu_each_ms": [c for c, _ in spent], "decision_collector_each_ms": [g for _, g in spent],
+        "decision_cpu_each_ms": [c for c, _, _ in spent],
+        "decision_collector_each_ms": [g for _, g, _ in spent],
+        "decision_other_threads_each_ms": [o for _, _, o in spent],
         "api_wait_ms": summary(waited), "bound_ms": summary(bound_s),
         "passthrough_ms": summary(passthrough), "rounds_without_preemption": without}
     cl.clean(api, "high")
@@ -172,10 +175,12 @@ def _decisions(bench: Bench, log_start: int) -> list[float]:
     return [float(m.group(1)) / 1000 for line in lines if (m := DECIDED.search(line))]
 
 
-def _spent(bench: Bench, log_start: int) -> list[tuple[float, float]]:
-    """Of those decisions, (the loop thread's CPU, the collector's pauses) in ms."""
+def _spent(bench: Bench, log_start: int) -> list[tuple[float, float, float]]:
+    """Of those decisions, (the loop thread's CPU, the collector's pauses, the other threads'
+    CPU) in ms."""
     lines = bench.operator.log.read_text(errors="replace").splitlines()[log_start:]
-    return [(float(m.group(1)), float(m.group(2))) for line in lines if (m := SPENT.search(line))]
+    return [(float(m.group(1)), float(m.group(2)), float(m.group(3) or 0))
+            for line in lines if (m := SPENT.search(line))]
 
 
 def _waits(bench: Bench, log_start: int) -> list[float]:

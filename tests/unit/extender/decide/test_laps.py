@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import gc
 import re
+import threading
 import time
 
 from fabricsched.extender.decide import laps
 
 MS = r"([0-9.]+)"
-LINE = re.compile(rf"^busy {MS}, idle {MS}, collected {MS}; CPU {MS}, collector {MS}$")
+LINE_OF_ONE = re.compile(rf"^waited {MS}; CPU {MS}, collector {MS}, other threads {MS}$")
+LINE = re.compile(rf"^busy {MS}, idle {MS}, collected {MS}; CPU {MS}, collector {MS}, other threads {MS}$")
 
 
 def test_the_laps_say_their_time_and_of_it_the_cpu_and_the_collectors_pauses() -> None:
@@ -30,7 +32,28 @@ def test_the_laps_say_their_time_and_of_it_the_cpu_and_the_collectors_pauses() -
     time.sleep(0.02)  # after the last lap: not counted
     found = LINE.match(timed.text())
     assert found is not None, timed.text()
-    busy, idle, collected, cpu, collector = (float(g) for g in found.groups())
+    busy, idle, collected, cpu, collector, others = (float(g) for g in found.groups())
     assert busy >= 29 and idle >= 49
     assert 29 <= cpu <= busy + collected + 5, "the sleep took no CPU"
     assert collector > 0, "the collection was timed"
+    assert others < 5, "no other thread ran"
+
+
+def test_the_cpu_of_the_process_s_other_threads_is_told_apart() -> None:
+    timed = laps.Laps()
+
+    def spin() -> None:
+        ends = time.thread_time() + 0.04
+        while time.thread_time() < ends:  # 40 ms of another thread's CPU
+            pass
+
+    worker = threading.Thread(target=spin)
+    worker.start()
+    worker.join()
+    timed.lap("waited")
+    found = LINE_OF_ONE.match(timed.text())
+    assert found is not None, timed.text()
+    waited, cpu, _, others = (float(g) for g in found.groups())
+    assert others >= 35, "the other thread's CPU is counted"
+    assert cpu < 20, "not as this thread's"
+    assert waited >= 39
