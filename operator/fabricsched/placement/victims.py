@@ -25,49 +25,21 @@ slot check.
 
 from __future__ import annotations
 
-import functools
 import heapq
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from fabricsched import ids
-from fabricsched.placement import capacity, placing, reasons, request, snapshot
+from fabricsched.placement import bounds, capacity, placing, reasons, request, snapshot, workloads
+from fabricsched.placement.bounds import Cost
+from fabricsched.placement.workloads import Admits, OnDomain, OnHost, RunningWorkload
 from fabricsched.topology import fabric
 
 DomainKey = fabric.DomainKey
+hosts_of, by_domain, by_host = workloads.hosts_of, workloads.by_domain, workloads.by_host
 SLOWDOWN_FLOOR = 1.0
 """The least comm_slowdown a plan has (``capacity.comm_slowdown``: max(1, ...))."""
-
-
-@dataclass(frozen=True)
-class RunningWorkload:
-    """A workload running on the fabric's hosts: a whole gang, or a single pod."""
-
-    key: ids.GangKey
-    priority: int
-    pods: tuple[tuple[ids.NodeName, int], ...]
-    """(host, GPUs) of every pod that holds GPUs on the fabric's hosts."""
-    started_s: float | None
-    """When its first pod started; None: none has, so it has no progress to lose."""
-    gang: bool = True
-    """A gang (every pod of it is evicted together) rather than a single pod."""
-    protected: bool = False
-    """A PodDisruptionBudget covering its pods does not allow evicting all of them now."""
-    kueue: bool = False
-    """Managed by Kueue (label ``kueue.x-k8s.io/queue-name``)."""
-    opted_out: bool = False
-    """Its namespace keeps it out of preemption."""
-    pattern: capacity.Pattern = capacity.ALL_TO_ALL
-    """Its traffic pattern: a ring's demand follows ``pods`` as its rank order."""
-
-    @functools.cached_property
-    def gpus(self) -> int:
-        return sum(g for _, g in self.pods)
-
-    def progress(self, now_s: float) -> float:
-        """GPU-seconds of work since it started: what eviction throws away at worst."""
-        return 0.0 if self.started_s is None else self.gpus * max(0.0, now_s - self.started_s)
 
 
 @dataclass(frozen=True)
@@ -89,19 +61,17 @@ class Choice:
 
 Found = tuple[DomainKey, frozenset[ids.NodeName], list[RunningWorkload]]
 """A domain, its hosts (the candidates among them), and its victims or its local candidates."""
-OnHost = Mapping[ids.NodeName, Sequence["RunningWorkload"]]
-"""``by_host``: host -> the workloads with a pod there."""
-OnDomain = Mapping[DomainKey, Sequence["RunningWorkload"]]
-"""``by_domain``: a tier's domain -> the workloads with a pod in it."""
-
 
 class KeptIndexes(Protocol):
     """The workloads a caller keeps indexed between searches (each index of a superset of the
-    pool searched): the extender keeps them from one decision to the next."""
+    pool searched, ``Admits`` telling the pool's apart): the extender keeps them from one
+    decision to the next, with the domains' cost bounds."""
 
     def by_host(self) -> OnHost: ...
 
     def by_domain(self, snap: snapshot.Snapshot, tier: int) -> OnDomain: ...
+
+    def bounds(self) -> bounds.Bounds: ...
 
 
 class Indexed:
@@ -109,6 +79,7 @@ class Indexed:
 
     def __init__(self, workloads: Iterable[RunningWorkload]) -> None:
         self._on_host = by_host(workloads)
+        self._bounds = bounds.Bounds()
 
     def by_host(self) -> OnHost:
         return self._on_host
@@ -116,9 +87,9 @@ class Indexed:
     def by_domain(self, snap: snapshot.Snapshot, tier: int) -> OnDomain:
         return by_domain(snap, tier, self._on_host)
 
+    def bounds(self) -> bounds.Bounds:
+        return self._bounds
 
-Cost = tuple[int, int, int, float]
-"""Criteria 1-4 of a victim set (``_cost``), or a lower bound of them (``_bound``)."""
 
 
 def tier_of(snap: snapshot.Snapshot, gang: request.GangRequest) -> int:
@@ -148,13 +119,14 @@ def search(
     options: request.PlacementOptions,
     candidates: Collection[ids.NodeName] | None,
     exhaustive: bool = False,
-    kept: KeptIndexes | None = None,
+    kept: tuple[KeptIndexes, Admits] | None = None,
 ) -> Choice | None:
     """The best victim set over the domains of the gang's tier; None when no domain fits.
 
     ``exhaustive`` makes the plan of every domain tied on criteria 1-4 (the reference the
     shortcut below is tested against: the same choice). ``kept``: the caller's indexes of a
-    superset of ``pool`` (a pass over every workload saved)."""
+    superset of ``pool``, and which of them ``pool`` holds (``pool`` is then not read: a pass
+    over every workload saved, and each domain's bound kept while nothing under it changed)."""
     scored = _scored(snap, free, pool, gang, now_s, candidates, kept)
     if not exhaustive:
         scored.sort(key=lambda s: (s[0], s[1]))
@@ -165,31 +137,32 @@ def search(
 def _scored(
     snap: snapshot.Snapshot, free: Mapping[ids.NodeName, int], pool: Sequence[RunningWorkload],
     gang: request.GangRequest, now_s: float, candidates: Collection[ids.NodeName] | None,
-    kept: KeptIndexes | None,
+    kept: tuple[KeptIndexes, Admits] | None,
 ) -> list[tuple[Cost, int, DomainKey, frozenset[ids.NodeName], list[RunningWorkload]]]:
     """Every domain of the gang's tier some victim set could clear: the lower bound of its cost,
     its position, key, hosts and local candidates (in no particular order: no step depends on it)."""
-    fab, index = snap.fabric, snap.tree
+    index = snap.tree
     tier = tier_of(snap, gang)
-    allowed = None if candidates is None else frozenset(candidates)
-    if kept is None:
-        kept, eligible = Indexed(pool), None
-    else:
-        eligible = {id(w) for w in pool}
-    # A domain's candidates by domain, unless some of its hosts are not candidates: by host then.
-    on_domain = kept.by_domain(snap, tier) if allowed is None else None
-    on_host = kept.by_host()
+    if candidates is None:
+        indexes, admits = (Indexed(pool), None) if kept is None else kept
+        on_domain, kept_bounds = indexes.by_domain(snap, tier), indexes.bounds()
+        scored = []
+        for n, key in enumerate(index.by_tier[tier]):
+            domain = kept_bounds.of(snap, free, tier, key, on_domain.get(key, ()), admits, gang)
+            cost = domain.cost(now_s) if domain.local else None
+            if cost is not None:
+                scored.append((cost, n, key, domain.hosts, domain.local))
+        return scored
+    # Some hosts are not candidates: each domain's candidates are read by host.
+    allowed = frozenset(candidates)
+    on_host = Indexed(pool).by_host() if kept is None else kept[0].by_host()
     scored = []
     for n, key in enumerate(index.by_tier[tier]):
-        below = hosts_of(snap, key)
-        hosts = frozenset(below if allowed is None else (h for h in below if h in allowed))
-        if on_domain is not None:
-            found = on_domain.get(key, ())
-            local = list(found) if eligible is None else [w for w in found if id(w) in eligible]
-        else:
-            local = list({id(w): w for h in hosts for w in on_host.get(h, ())
-                          if eligible is None or id(w) in eligible}.values())
-        bound = _bound(fab, free, hosts, local, gang, now_s) if local else None
+        hosts = frozenset(h for h in hosts_of(snap, key) if h in allowed)
+        local = list({id(w): w for h in hosts for w in on_host.get(h, ())}.values())
+        if kept is not None:
+            local = kept[1].among(local)
+        bound = bounds.bound(snap.fabric, free, hosts, local, gang, now_s) if local else None
         if bound is not None:
             scored.append((bound, n, key, hosts, local))
     return scored
@@ -280,7 +253,7 @@ def _least_room_left(
 ) -> int:
     """A lower bound of ``_room_left`` for any victim set that lets the gang fit: the domain's
     free GPUs (no host above its GPUs, as ``_freed_in`` caps them), plus the fewest GPUs the
-    gang's slots need freed there (``_least_gpus``; 0 says nothing)."""
+    gang's slots need freed there (``bounds.least_gpus``; 0 says nothing)."""
     now = 0
     for h in hosts:
         host, f = fab.hosts.get(h), free.get(h, 0)
@@ -292,105 +265,6 @@ def _cost(chosen: Sequence[RunningWorkload], now_s: float) -> Cost:
     """Criteria 1-4 of a victim set."""
     return (max(w.priority for w in chosen), sum(w.gpus for w in chosen), len(chosen),
             round(sum(w.progress(now_s) for w in chosen), 6))
-
-
-def hosts_of(snap: snapshot.Snapshot, key: DomainKey) -> Sequence[ids.NodeName]:
-    """The hosts of a domain of ``snap``'s tree (every host for the whole fabric's key)."""
-    fab = snap.fabric
-    return fab.domains[key].hosts if key in fab.domains else snap.tree.order
-
-
-def by_domain(
-    snap: snapshot.Snapshot, tier: int, on_host: OnHost, keys: Iterable[DomainKey] | None = None,
-) -> dict[DomainKey, list[RunningWorkload]]:
-    """Domain of ``tier`` (only ``keys`` when given) -> the workloads of ``on_host`` with a pod
-    there, each once (none: an empty list)."""
-    return {key: list({id(w): w for h in hosts_of(snap, key) for w in on_host.get(h, ())}.values())
-            for key in (snap.tree.by_tier[tier] if keys is None else keys)}
-
-
-def by_host(workloads: Iterable[RunningWorkload]) -> dict[ids.NodeName, list[RunningWorkload]]:
-    """Host -> the workloads with a pod there (each once): a domain's candidates are read from
-    its hosts, not found by a pass over every workload (the fabric's thousands)."""
-    out: dict[ids.NodeName, list[RunningWorkload]] = {}
-    for w in workloads:
-        pods = w.pods
-        if len(pods) == 1:  # most workloads are a lone pod
-            host = pods[0][0]
-            at = out.get(host)
-            if at is None:
-                out[host] = [w]
-            else:
-                at.append(w)
-            continue
-        for host in dict.fromkeys(h for h, _ in pods):
-            out.setdefault(host, []).append(w)
-    return out
-
-
-def _bound(
-    fab: fabric.Fabric, free: Mapping[ids.NodeName, int], hosts: Collection[ids.NodeName],
-    local: Sequence[RunningWorkload], gang: request.GangRequest, now_s: float,
-) -> Cost | None:
-    """A lower bound of the cost (criteria 1-4) of the domain's victim set; None when its pod
-    slots stay too few even with every candidate gone (no set exists).
-
-    1. The lowest priority level whose candidates, all gone, leave slots enough (the set's
-       highest priority is the level that fits, never lower: each set holds one of its level).
-    2. The fewest GPUs that free the slots missing, whoever held them (each host's first slot
-       costs what it lacks of one pod's GPUs, each next one a pod's GPUs).
-    3. One workload. 4. The least progress of a candidate at the level of 1 (when the set is
-       one workload, it is one of them; when it is more, 3 is already below).
-    """
-    by_level: dict[int, list[RunningWorkload]] = {}
-    for w in local:
-        at = by_level.get(w.priority)
-        if at is None:
-            by_level[w.priority] = [w]
-        else:
-            at.append(w)
-    # Pod slots with every candidate up to each level gone, counted as they go (``_freed_in``'s
-    # caps: no host above its GPUs); a necessary condition for a set at that level.
-    g, inside = gang.gpus_per_pod, hosts if isinstance(hosts, (set, frozenset)) else frozenset(hosts)
-    slots = sum(free.get(h, 0) // g for h in inside)
-    freed: dict[ids.NodeName, int] = {}
-    for level in sorted(by_level):
-        for w in by_level[level]:
-            for host, gpus in w.pods:
-                if host in inside and host in fab.hosts:
-                    before = freed.get(host)
-                    if before is None:
-                        before = free.get(host, 0)
-                    after = freed[host] = min(fab.hosts[host].gpus, before + gpus)
-                    slots += after // g - before // g
-        if slots >= gang.pods:
-            least = min(round(w.progress(now_s), 6) for w in by_level[level])
-            return level, _least_gpus(fab, free, hosts, gang), 1, least
-    return None
-
-
-def _least_gpus(
-    fab: fabric.Fabric, free: Mapping[ids.NodeName, int], hosts: Collection[ids.NodeName],
-    gang: request.GangRequest,
-) -> int:
-    """GPUs that must be freed in ``hosts`` for the gang's pod slots (0 when a host's count is
-    out of its range, as a stale count can be: the bound then says nothing)."""
-    g = gang.gpus_per_pod
-    missing, firsts, more = gang.pods, [], 0
-    for h in hosts:
-        host = fab.hosts.get(h)
-        f = free.get(h, 0)
-        if host is None or not 0 <= f <= host.gpus:
-            return 0
-        slots, most = f // g, host.gpus // g
-        missing -= slots
-        if most > slots:
-            firsts.append((slots + 1) * g - f)
-            more += most - slots - 1
-    if missing <= 0 or missing > len(firsts) + more:
-        return 0
-    firsts.sort()
-    return sum(firsts[:missing]) + g * max(0, missing - len(firsts))
 
 
 def _freed_in(

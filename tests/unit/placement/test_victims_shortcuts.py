@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from placement_builders import all_free
 
 from fabricsched import ids
-from fabricsched.placement import capacity, placing, preemption, request, snapshot, victims
+from fabricsched.placement import bounds, capacity, placing, preemption, request, snapshot, victims, workloads
 from fabricsched.topology import fabric
 
 Case = tuple[fabric.Fabric, list[preemption.RunningWorkload], request.GangRequest, bool]
@@ -85,7 +85,7 @@ def test_the_shortcuts_choose_what_the_full_search_chooses(case: Case) -> None:
     everyone = [*running, preemption.RunningWorkload(ids.GangKey("above"), 1000, tuple(
         (h, 1) for h in sorted(fab.hosts)[:3]), 0.0)]  # the kept indexes may hold more than the pool
     kept = victims.search(snap, free, pool, want, 100.0, traffic, options, None,
-                          kept=victims.Indexed(everyone))
+                          kept=(victims.Indexed(everyone), workloads.Admits(1000)))
     assert kept == full
 
 
@@ -107,7 +107,7 @@ def test_the_cost_bound_is_never_above_the_cost() -> None:
     for name, hosts in leaf.items():
         local = [w for w in running if any(h in hosts for h, _ in w.pods)]
         inside = frozenset(hosts)
-        bound = victims._bound(fab, free, inside, local, want, 100.0)
+        bound = bounds.bound(fab, free, inside, local, want, 100.0)
         found = victims._in_domain(snap, free, inside, local, want, 100.0, request.PlacementOptions())
         assert bound is not None and found is not None
         assert bound <= victims._cost(found, 100.0), name
@@ -179,5 +179,5 @@ def test_every_domain_a_set_clears_has_a_bound_no_higher_than_its_cost(case: Cas
         local = [w for w in running if any(h in hosts for h, _ in w.pods)]
         found = victims._in_domain(snap, free, hosts, local, want, 100.0, options) if local else None
         if found is not None:
-            bound = victims._bound(fab, free, hosts, local, want, 100.0)
+            bound = bounds.bound(fab, free, hosts, local, want, 100.0)
             assert bound is not None and bound <= victims._cost(found, 100.0), key

@@ -1,8 +1,8 @@
 """The running workloads indexed for the victim search, kept from one decision to the next
-(``placement.victims.KeptIndexes``): which workloads have a pod on each host, and in each domain of a
-tier. At 5,000 nodes both are passes over 25,000 workloads; after a few workloads changed
-they are brought up to date for those alone (tests/unit/extender/decide/test_running_index.py
-compares them with the maps made afresh)."""
+(``placement.victims.KeptIndexes``): which workloads have a pod on each host, and in each domain
+of a tier, and each domain's cost bound. At 5,000 nodes the maps are passes over 25,000
+workloads; after a few workloads changed they are brought up to date for those alone
+(tests/unit/extender/decide/test_running_index.py compares them with the maps made afresh)."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ from collections.abc import Mapping, Sequence
 from typing import Generic, Protocol, TypeVar
 
 from fabricsched import ids
-from fabricsched.placement import preemption, snapshot, victims
+from fabricsched.placement import bounds, preemption, snapshot, workloads
 from fabricsched.topology import fabric
 
 K = TypeVar("K")
 V = TypeVar("V")
-Moves = tuple[victims.OnHost, victims.OnHost, frozenset[ids.NodeName]]
+Moves = tuple[workloads.OnHost, workloads.OnHost, frozenset[ids.NodeName]]
 """A host map, the one followed from it, and the hosts whose lists changed between."""
 MAX_MOVES = 16
 
@@ -31,12 +31,13 @@ class KeptMaps:
     def __init__(self) -> None:
         self._for: Mapping[ids.GangKey, HasWorkload] | None = None
         """The candidates the host map is for."""
-        self._on_host: victims.OnHost = {}
+        self._on_host: workloads.OnHost = {}
         self._moves: list[Moves] = []
         """The host maps followed since the last one made afresh, oldest first."""
-        self._on_domain: dict[int, tuple[victims.OnHost, fabric.Fabric, victims.OnDomain]] = {}
+        self._on_domain: dict[int, tuple[workloads.OnHost, fabric.Fabric, workloads.OnDomain]] = {}
         """Tier -> (the host map and the fabric it is for, its domain map)."""
         self._domain_of: dict[int, tuple[fabric.Fabric, dict[ids.NodeName, fabric.DomainKey]]] = {}
+        self._bounds = bounds.Bounds()
 
     def follow(
         self, candidates: Mapping[ids.GangKey, HasWorkload],
@@ -52,14 +53,14 @@ class KeptMaps:
             on_host, hosts = _moved_hosts(last, self._on_host, candidates, derived[1])
             self._moves = [*self._moves[-(MAX_MOVES - 1):], (self._on_host, on_host, hosts)]
         else:
-            on_host = victims.by_host(c.workload for c in candidates.values())
+            on_host = workloads.by_host(c.workload for c in candidates.values())
             self._moves = []
         self._for, self._on_host = candidates, on_host
 
-    def by_host(self) -> victims.OnHost:
+    def by_host(self) -> workloads.OnHost:
         return self._on_host
 
-    def by_domain(self, snap: snapshot.Snapshot, tier: int) -> victims.OnDomain:
+    def by_domain(self, snap: snapshot.Snapshot, tier: int) -> workloads.OnDomain:
         """Domain of ``tier`` -> the workloads with a pod in it: made again only for the domains
         of the hosts whose lists changed since the last call for this tier and fabric."""
         on_host, fab = self._on_host, snap.fabric
@@ -68,15 +69,18 @@ class KeptMaps:
             return cached[2]
         moved = self._hosts_moved_since(cached[0]) if cached is not None and cached[1] is fab else None
         if cached is None or moved is None or len(moved) > len(fab.hosts) // 4:
-            out: victims.OnDomain = victims.by_domain(snap, tier, on_host)
+            out: workloads.OnDomain = workloads.by_domain(snap, tier, on_host)
         else:
             domain_of = self._domains(snap, tier)
             again = {domain_of[h] for h in moved if h in domain_of}
-            out = {**cached[2], **victims.by_domain(snap, tier, on_host, again)}
+            out = {**cached[2], **workloads.by_domain(snap, tier, on_host, again)}
         self._on_domain[tier] = (on_host, fab, out)
         return out
 
-    def _hosts_moved_since(self, base: victims.OnHost) -> set[ids.NodeName] | None:
+    def bounds(self) -> bounds.Bounds:
+        return self._bounds
+
+    def _hosts_moved_since(self, base: workloads.OnHost) -> set[ids.NodeName] | None:
         """The hosts whose lists changed from ``base`` to the current map; None when the moves
         kept do not reach back to it."""
         for i, (before, _, _) in enumerate(self._moves):
@@ -88,15 +92,15 @@ class KeptMaps:
         """Host -> its domain of ``tier``, once per fabric."""
         made = self._domain_of.get(tier)
         if made is None or made[0] is not snap.fabric:
-            found = {h: key for key in snap.tree.by_tier[tier] for h in victims.hosts_of(snap, key)}
+            found = {h: key for key in snap.tree.by_tier[tier] for h in workloads.hosts_of(snap, key)}
             made = self._domain_of[tier] = (snap.fabric, found)
         return made[1]
 
 
 def _moved_hosts(
-    last: Mapping[ids.GangKey, HasWorkload], on_host: victims.OnHost,
+    last: Mapping[ids.GangKey, HasWorkload], on_host: workloads.OnHost,
     candidates: Mapping[ids.GangKey, HasWorkload], changed: frozenset[ids.GangKey],
-) -> tuple[victims.OnHost, frozenset[ids.NodeName]]:
+) -> tuple[workloads.OnHost, frozenset[ids.NodeName]]:
     """``on_host`` (of ``last``) with the ``changed`` workloads taken out and put in again as
     ``candidates`` has them; a new dict whose changed lists are new (the map handed out before
     stays); and the hosts whose lists changed."""
