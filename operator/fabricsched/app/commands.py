@@ -21,6 +21,7 @@ from fabricsched.dashboard import server as dashboard_server
 from fabricsched.extender import service
 from fabricsched.extender.decide import locality, preemption_options
 from fabricsched.extender.http import tls as server_tls
+from fabricsched.placement import request
 from fabricsched.telemetry import access
 from fabricsched.webhook import options as webhook_options
 
@@ -99,6 +100,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                      help="the longest a gang is held in all, in timeouts, from its first hold: a held gang "
                           "that lost its fit is held afresh once it fits again, within this limit; 1 = one "
                           "hold only (default: %(default)s)")
+    run.add_argument("--fit-order", choices=[o.value for o in request.FitOrder],
+                     default=_EXTENDER.fit_order.value,
+                     help="best fit's tie-break after health, tier and comm_slowdown: top-down, the "
+                          "tightest domain at every tier, top tier first (docs/placement.md); holding, "
+                          "only the room the holding domain has left (the rule before issue 31) "
+                          "(default: %(default)s)")
     _add_restart_flag(run)
     _add_preemption_flags(run)
     run.add_argument("--prometheus-allow-url", action="append", default=[], metavar="PREFIX",
@@ -239,6 +246,7 @@ def _extender_options(args: argparse.Namespace) -> service.ServiceOptions:
         reservation_ttl_s=args.reservation_ttl,
         max_body_bytes=args.extender_max_body_bytes,
         locality_wait=wait,
+        fit_order=request.FitOrder(args.fit_order),
         restart_placement=args.restart_placement,
     )
 

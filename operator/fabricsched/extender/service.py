@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
@@ -60,6 +61,8 @@ class ServiceOptions:
     """Largest request body accepted (``--extender-max-body-bytes``); larger ones get a 400."""
     locality_wait: request.LocalityWait = patience.DEFAULT_LOCALITY_WAIT
     """The cluster's default wait for locality (``--locality-wait``; the simulator's too)."""
+    fit_order: request.FitOrder = request.DEFAULT_FIT_ORDER
+    """Best fit's tie-break (``--fit-order``; the simulator's too), for plans and preemption's."""
     max_reserved_gpus_per_namespace: int = 0
     """Most GPUs one namespace's gangs may hold reserved but unbound
     (``--max-reserved-gpus-per-namespace``; 0: no limit)."""
@@ -94,6 +97,11 @@ class ServiceOptions:
             raise ValueError(f"restart placement must be one of {', '.join(RESTART_PLACEMENTS)}, "
                              f"not {self.restart_placement[:32]!r}")
         return released.Releases(released.DEFAULT_WINDOW_S if self.restart_placement == "previous" else 0.0)
+
+    def preemption_options(self) -> preemption_options.PreemptionOptions:
+        """``preemption`` planning with this ``fit_order``."""
+        placement = dataclasses.replace(self.preemption.placement, fit_order=self.fit_order)
+        return dataclasses.replace(self.preemption, placement=placement)
 
     def book_options(self) -> reservations.BookOptions:
         return reservations.BookOptions(self.reservation_ttl_s)
@@ -157,7 +165,8 @@ class Service:
         if preemption_calls is not None and options.preemption.enabled:
             self.preempter = preempting.GangPreemption(
                 state, self.book, self.follower, self.writer, events, owner_cache, board,
-                registry_of_workloads, preemption_calls, placing, clock, options.preemption, leading,
+                registry_of_workloads, preemption_calls, placing, clock, options.preemption_options(),
+                leading,
                 on_round=extender_metrics.observe_round if extender_metrics else lambda victims, lost: None,
                 on_planned=self.wakeups.planned if self.wakeups is not None else lambda: None,
             )
@@ -169,7 +178,7 @@ class Service:
         self.coordinator = coordinator.Coordinator(
             parts, clock,
             coordinator.CoordinatorOptions(
-                request.PlacementOptions(locality_wait=options.locality_wait),
+                request.PlacementOptions(locality_wait=options.locality_wait, fit_order=options.fit_order),
                 max_reserved_gpus_per_namespace=options.max_reserved_gpus_per_namespace,
             ),
             on_freed=self.wakeups.freed if self.wakeups is not None else lambda: None,

@@ -145,7 +145,8 @@ def _place(
     start = state.base(snap, free, g, candidates)
     aware = options.health_aware
 
-    one = singles.pick(fab, start, pods, aware)
+    top_down = options.fit_order is request.FitOrder.TOP_DOWN
+    one = singles.pick(fab, start, pods, aware, top_down)
     if one is not None:
         host, why = one
         return _plan(snap, {host: pods}, None, g, traffic, [why], gang.pattern)
@@ -162,7 +163,7 @@ def _place(
         return rooms[mode]
 
     unhealthy = fab.unhealthy
-    choice = _best(snap, room(Mode.HEALTHY if aware else Mode.NOT_DOWN), gang, top, traffic, aware)
+    choice = _best(snap, room(Mode.HEALTHY if aware else Mode.NOT_DOWN), gang, top, traffic, aware, top_down)
     if choice is not None:
         notes: list[str] = []
         if aware and unhealthy:
@@ -213,8 +214,10 @@ def _best(
     top: int,
     traffic: capacity.Traffic | None,
     aware: bool,
+    top_down: bool = True,
 ) -> _Choice | None:
-    """Rule 2 in ``space``: the lowest level with a holder, then shape, slowdown, fit, name."""
+    """Rule 2 in ``space``: the lowest level with a holder, then shape, slowdown, fit, name;
+    ``top_down`` False: the fit is only the room the holder has left (``FitOrder.HOLDING``)."""
     fab, index = snap.fabric, snap.tree
     pods, g, pattern = gang.pods, gang.gpus_per_pod, gang.pattern
     caps = snap.capacities_for(aware)
@@ -225,7 +228,8 @@ def _best(
         if index.is_leaf(holders[0]):
             # Inside one leaf nothing is partially spanned and every usable host is alike:
             # only the fit tells holders apart, top down.
-            holder = min(holders, key=lambda h: (_fit(index, space, h, pods), _broken(space, h, ()), h[1]))
+            holder = (min(holders, key=lambda h: (_fit(index, space, h, pods), _broken(space, h, ()), h[1]))
+                      if top_down else _tightest(space, holders))
             found = slots.split(index, space, holder, pods, slots.pack, slots.pack, slots.pack)
             return _Choice(level, holder, found) if found is not None else None
         # The shape comes first in the ranking, and packing reaches each holder's fewest
@@ -240,8 +244,10 @@ def _best(
                     continue
                 slowdown = capacity.slowdown_of_counts(fab, shaped.domains, pods, g, traffic, aware, caps,
                                                        pattern)
-                rank = (slots.shape(index, holder, shaped.domains), round(slowdown, 9),
-                        _fit(index, space, holder, pods), _broken(space, holder, shaped.domains), holder[1])
+                fit: tuple[object, ...] = (
+                    (_fit(index, space, holder, pods), _broken(space, holder, shaped.domains)) if top_down
+                    else (space.full[holder] - pods,))
+                rank = (slots.shape(index, holder, shaped.domains), round(slowdown, 9), *fit, holder[1])
                 if best is None or rank < best[0]:
                     best = (rank, holder, first)
         if best is None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import math
 from collections.abc import Mapping
 from dataclasses import KW_ONLY, dataclass, field
@@ -98,11 +99,29 @@ class LocalityWait:
         return self.timeout_s > 0
 
 
+class FitOrder(enum.StrEnum):
+    """What "best fit" compares among plans equal on health, tier and comm_slowdown
+    (``fabricsched run/simulate --fit-order``; docs/placement.md)."""
+
+    TOP_DOWN = "top-down"
+    """The tightest domain at every tier, top tier first, then the room the holder has left,
+    then the fewest whole domains broken; a single pod takes a partly used host first, then
+    best fit top down (issue 31, the default)."""
+    HOLDING = "holding"
+    """The rule before issue 31: only the room the holding domain has left; a gang on one host
+    takes the tightest host anywhere, a single pod the tightest host of a partly used leaf."""
+
+
+DEFAULT_FIT_ORDER = FitOrder.TOP_DOWN
+
+
 @dataclass(frozen=True)
 class PlacementOptions:
     health_aware: bool = True
     """False gives the health-blind topology best fit (the simulator's ``tas-bestfit``);
     down elements are still never used."""
+    fit_order: FitOrder = DEFAULT_FIT_ORDER
+    """The best-fit tie-break after health, tier and comm_slowdown (``FitOrder``)."""
     locality_wait: LocalityWait = LocalityWait()
     """Off by default; see ``placement.patience``. Plans do not depend on it."""
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import itertools
 import operator
-from collections.abc import Set
+from collections.abc import Mapping, Sequence, Set
 
 from fabricsched import ids
 from fabricsched.placement import slots, tree
@@ -27,9 +27,10 @@ DomainKey = fabric.DomainKey
 
 
 def pick(
-    fab: fabric.Fabric, start: slots.Base, pods: int, health_aware: bool
+    fab: fabric.Fabric, start: slots.Base, pods: int, health_aware: bool, top_down: bool = True
 ) -> tuple[ids.NodeName, str] | None:
-    """The host for a gang that fits one host, and why; None when no single host has room."""
+    """The host for a gang that fits one host, and why; None when no single host has room.
+    ``top_down`` False: the rule before best fit top down (``FitOrder.HOLDING``, ``_holding``)."""
     index = start.index
     need = pods * start.gpus_per_pod
     free = start.free
@@ -46,6 +47,8 @@ def pick(
     partly = {leaf for leaf, total in zip(index.leaves, index.leaf_gpus, strict=True)
               if leaf != index.root and free_per_leaf[leaf] < total}
     degraded: Set[ids.NodeName] = set(fab.degraded_hosts) if health_aware else frozenset()
+    if not top_down:
+        return _holding(fab, index, free, need, top, pods, partly, free_per_leaf, health_aware)
 
     if pods == 1 and degraded:
         # Rule 3: degraded or down links first (they are few), then partly used leaves, then
@@ -98,6 +101,61 @@ def pick(
         if pods == 1:
             return host, _reason(fab, index, partly, host, health_aware)
         return host, f"fits one host {host}"
+    return None
+
+
+def _holding(
+    fab: fabric.Fabric, index: tree.Tree, free: Sequence[int], need: int, top: int, pods: int,
+    partly: Set[DomainKey], free_per_leaf: Mapping[DomainKey, int], health_aware: bool,
+) -> tuple[ids.NodeName, str] | None:
+    """``pick`` before best fit top down (``FitOrder.HOLDING``): the tightest host anywhere,
+    not the tightest domains above it. A single pod: a degraded or down link first, then the
+    tightest host of a partly used leaf (the fullest leaf on a tie), then of a whole leaf. A
+    multi-pod gang: the tightest host, then a degraded link, then a partly used leaf, then the
+    name. Free GPUs per host are small integers: each value from the need upwards is asked in
+    turn (``in`` on list slices runs in C)."""
+    spans = index.span
+    partly_leaves = [leaf for leaf in index.leaves if leaf in partly]
+    whole = [leaf for leaf in index.leaves if leaf not in partly]
+
+    def hosts_with(value: int, leaf: DomainKey) -> list[ids.NodeName]:
+        lo, hi = spans[leaf]
+        return [index.order[i] for i in range(lo, hi) if free[i] == value]
+
+    def leaves_with(value: int, leaves: list[DomainKey]) -> list[DomainKey]:
+        return [leaf for leaf in leaves if value in free[spans[leaf][0]:spans[leaf][1]]]
+
+    def degraded_with(value: int) -> list[ids.NodeName]:
+        if not health_aware:
+            return []
+        return [n for n in fab.degraded_hosts if free[index.position[n]] == value]
+
+    if pods == 1:
+        if health_aware:
+            group = [n for n in fab.degraded_hosts if free[index.position[n]] >= need]
+            if group:
+                host = min(group, key=lambda n: (
+                    0 if index.leaf_of[n] in partly else 1, free[index.position[n]],
+                    free_per_leaf[index.leaf_of[n]], n))
+                return host, _reason(fab, index, partly, host, health_aware)
+        for leaves in (partly_leaves, whole):
+            for value in range(need, top + 1):
+                found = leaves_with(value, leaves)
+                if found:
+                    leaf = min(found, key=lambda k: (free_per_leaf[k], k[1]))
+                    host = min(hosts_with(value, leaf))
+                    return host, _reason(fab, index, partly, host, health_aware)
+        return None
+    for value in range(need, top + 1):
+        held = degraded_with(value)
+        if held:
+            host = min(held, key=lambda n: (0 if index.leaf_of[n] in partly else 1, n))
+            return host, f"fits one host {host}"
+        for leaves in (partly_leaves, whole):
+            found = leaves_with(value, leaves)
+            if found:
+                host = min(n for leaf in found for n in hosts_with(value, leaf))
+                return host, f"fits one host {host}"
     return None
 
 

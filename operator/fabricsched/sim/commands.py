@@ -60,6 +60,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                      help="fabric policy: the longest a job is held in all, in timeouts, from its first "
                      "hold (a held job that lost its fit is held afresh once it fits again); 1 = one hold "
                      f"only; the extender's default too (default: {wait.hold_limit:g})")
+    sim.add_argument("--fit-order", choices=[o.value for o in request.FitOrder],
+                     default=request.DEFAULT_FIT_ORDER.value,
+                     help="fabric and tas-bestfit: best fit's tie-break after health, tier and "
+                     "comm_slowdown; top-down: the tightest domain at every tier, top first; holding: "
+                     "only the holding domain's room (the rule before issue 31); the extender's "
+                     "default too (default: %(default)s)")
     sim.add_argument("--checkpoint-interval", type=float, default=engine.DEFAULT_CHECKPOINT_S,
                      metavar="SECONDS", help="with a priority column in the jobs: a preempted job loses "
                      "the work since its last checkpoint, taken this often "
@@ -144,7 +150,7 @@ def simulate(args: argparse.Namespace) -> int:
     total_gpus = 0
     for name in names:
         bar = report.ProgressBar(name) if not args.quiet else None
-        policy = policies.make(name, args.seed, wait)
+        policy = policies.make(name, args.seed, wait, request.FitOrder(args.fit_order))
         run = engine.simulate(scn, policy, bar, args.seed, args.checkpoint_interval)
         if bar is not None:
             bar.close()
@@ -155,7 +161,7 @@ def simulate(args: argparse.Namespace) -> int:
             # The settings behind the figures; result.json keeps its three top-level keys.
             documents[name]["summary"].update(
                 locality_wait_s=wait.timeout_s, locality_tolerance=wait.tolerance,
-                locality_hold_limit=wait.hold_limit)
+                locality_hold_limit=wait.hold_limit, fit_order=args.fit_order)
         target = args.out / f"result-{name}.json" if args.compare else args.out
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(json.dumps(documents[name], indent=1) + "\n", encoding="utf-8")

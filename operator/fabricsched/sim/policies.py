@@ -193,17 +193,20 @@ class RandomPolicy(_Blind):
         return tuple(ranks)
 
 
-def make(name: str, seed: int, locality_wait: request.LocalityWait | None = None) -> Policy:
+def make(name: str, seed: int, locality_wait: request.LocalityWait | None = None,
+         fit_order: request.FitOrder = request.DEFAULT_FIT_ORDER) -> Policy:
     """The policy called ``name`` (one of ``POLICY_NAMES``), its randomness seeded.
 
     ``locality_wait`` is the ``fabric`` policy's (None: ``DEFAULT_LOCALITY_WAIT``; timeout 0:
-    no wait); the baselines never wait, so their figures stay what they were.
+    no wait); the baselines never wait, so their figures stay what they were. ``fit_order``
+    is the engine's best-fit tie-break (``fabric`` and ``tas-bestfit``: ``--fit-order``).
     """
     if name == "fabric":
         wait = DEFAULT_LOCALITY_WAIT if locality_wait is None else locality_wait
-        return EnginePolicy(name, request.PlacementOptions(health_aware=True, locality_wait=wait))
+        return EnginePolicy(name, request.PlacementOptions(health_aware=True, locality_wait=wait,
+                                                           fit_order=fit_order))
     if name == "tas-bestfit":
-        return EnginePolicy(name, request.PlacementOptions(health_aware=False))
+        return EnginePolicy(name, request.PlacementOptions(health_aware=False, fit_order=fit_order))
     if name == "default":
         return DefaultPolicy(seed)
     if name == "random":

@@ -69,7 +69,7 @@ class EnginePreempter:
 
     def __init__(self, sess: session.Session, options: request.PlacementOptions) -> None:
         self.session = sess
-        aware = request.PlacementOptions(health_aware=options.health_aware)
+        aware = request.PlacementOptions(health_aware=options.health_aware, fit_order=options.fit_order)
         self.options = preemption.Options(placement=aware)
 
     def preempt(
@@ -91,9 +91,10 @@ class TasPreempter:
     """``tas-bestfit``: the best-fit domain as if lower-priority work were gone, then victims
     in it lowest priority first, newest first (health-blind)."""
 
-    def __init__(self, sess: session.Session) -> None:
+    def __init__(self, sess: session.Session,
+                 fit_order: request.FitOrder = request.DEFAULT_FIT_ORDER) -> None:
         self.session = sess
-        self.options = request.PlacementOptions(health_aware=False)
+        self.options = request.PlacementOptions(health_aware=False, fit_order=fit_order)
 
     def preempt(
         self, snap: fabric.Fabric, free: Mapping[ids.NodeName, int], traffic: capacity.Traffic,
@@ -208,7 +209,7 @@ def make(policy: policies.Policy, seed: int) -> Preempter | None:
         if policy.name == "fabric":
             return EnginePreempter(policy.session, policy.options)
         if policy.name == "tas-bestfit":
-            return TasPreempter(policy.session)
+            return TasPreempter(policy.session, policy.options.fit_order)
     if isinstance(policy, policies.DefaultPolicy):
         return DefaultPreempter(policy, seed)
     return None

@@ -163,6 +163,25 @@ def test_restart_placement_defaults_to_previous_and_fresh_restores_the_old_behav
     assert "--restart-placement {previous,fresh}" in text and "(default: previous)" in text
 
 
+def test_fit_order_defaults_to_top_down_and_holding_restores_the_rule_before_issue_31(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    default = commands.options_from(parse(tmp_path)).extender
+    assert default.fit_order is request.FitOrder.TOP_DOWN
+    assert default.preemption_options().placement.fit_order is request.FitOrder.TOP_DOWN
+    holding = commands.options_from(parse(tmp_path, "--fit-order", "holding")).extender
+    assert holding.fit_order is request.FitOrder.HOLDING
+    # Plans and preemption's plans alike.
+    assert holding.preemption_options().placement.fit_order is request.FitOrder.HOLDING
+    with pytest.raises(SystemExit):
+        parse(tmp_path, "--fit-order", "bottom-up")
+    assert "invalid choice: 'bottom-up'" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli.main(["run", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--fit-order {top-down,holding}" in text and "(default: top-down)" in text
+
+
 def test_preemption_budgets_default_to_their_watches_and_read_restores_the_reads_at_each_decision(
     tmp_path: Path,
 ) -> None:

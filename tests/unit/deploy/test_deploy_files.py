@@ -22,7 +22,7 @@ from fabricsched.api import topology as api
 from fabricsched.cluster import binaries
 from fabricsched.extender import service
 from fabricsched.extender.decide import locality
-from fabricsched.placement import patience
+from fabricsched.placement import patience, request
 
 REPO = Path(__file__).resolve().parents[3]
 CHART = REPO / "charts" / "fabricsched"
@@ -115,6 +115,16 @@ def test_chart_restart_placement_is_the_products_default() -> None:
     declared = schema["properties"]["fabricsched"]["properties"]["restartPlacement"]
     assert declared["default"] == shipped
     assert declared["enum"] == list(service.RESTART_PLACEMENTS)
+
+
+def test_chart_fit_order_is_the_products_default() -> None:
+    values = _yaml(CHART / "values.yaml")["fabricsched"]
+    schema = json.loads((CHART / "values.schema.json").read_text(encoding="utf-8"))
+    shipped = service.ServiceOptions().fit_order.value
+    assert values["fitOrder"] == shipped
+    declared = schema["properties"]["fabricsched"]["properties"]["fitOrder"]
+    assert declared["default"] == shipped
+    assert declared["enum"] == [o.value for o in request.FitOrder]
 
 
 # --- the image ------------------------------------------------------------------------------

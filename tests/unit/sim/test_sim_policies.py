@@ -8,6 +8,7 @@ import pytest
 from sim_builders import SimFiles
 
 from fabricsched import ids
+from fabricsched.placement import request
 from fabricsched.sim import engine, policies, results, scenario, traces
 
 MIX = "1x1:6,1x4:4,1x8:8,2x8:8,2x4:4,4x8:8,4x8@leaf:4,8x8:4,6x4@leaf:2,16x8:2"
@@ -133,3 +134,14 @@ def test_default_ignores_degraded_health_but_not_down(files: SimFiles) -> None:
     down = _placements(files.load(), "default")
     assert all("gpu-0005" not in p for p in down.values())
     assert down["all"] == ()  # eight hosts needed, seven usable: it waits
+
+
+def test_the_default_is_top_down_and_the_simulators_engine_policies_take_the_setting() -> None:
+    assert request.PlacementOptions().fit_order is request.FitOrder.TOP_DOWN
+    for name in ("fabric", "tas-bestfit"):
+        policy = policies.make(name, 0, fit_order=request.FitOrder.HOLDING)
+        assert isinstance(policy, policies.EnginePolicy)
+        assert policy.options.fit_order is request.FitOrder.HOLDING
+    default = policies.make("fabric", 0)
+    assert isinstance(default, policies.EnginePolicy)
+    assert default.options.fit_order is request.FitOrder.TOP_DOWN
