@@ -86,6 +86,22 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                      help="log line format (default: %(default)s)")
     run.add_argument("--status-interval", type=float, default=_DEFAULTS.status_interval_s, metavar="SECONDS",
                      help="least time between two status writes of one FabricTopology (default: %(default)s)")
+    _add_placement_flags(run)
+    _add_restart_flag(run)
+    _add_preemption_flags(run)
+    run.add_argument("--prometheus-allow-url", action="append", default=[], metavar="PREFIX",
+                     help="a Prometheus URL prefix topologies may name in spec.health.prometheus.url "
+                          "(http or https; repeat for more); a topology naming another URL is never "
+                          "queried (default: none, telemetry off; see docs/telemetry.md)")
+    run.add_argument("--prometheus-credentials-dir", action="append", default=None, metavar="DIR",
+                     help="a directory spec.health.prometheus.access files may lie in (repeatable; "
+                          f"default: {access.DEFAULT_CREDENTIALS_DIR})")
+    run.add_argument("--verbose", action="store_true", help="debug logs, kopf's included")
+    _add_webhook_flags(run)
+    run.set_defaults(handler=_run)
+
+
+def _add_placement_flags(run: argparse.ArgumentParser) -> None:
     run.add_argument("--locality-wait", default=locality.duration_text(locality.DEFAULT_WAIT.timeout_s),
                      metavar="DURATION",
                      help="hold a gang whose best placement now is more than --locality-tolerance above "
@@ -104,20 +120,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                      default=_EXTENDER.fit_order.value,
                      help="best fit's tie-break after health, tier and comm_slowdown: top-down, the "
                           "tightest domain at every tier, top tier first (docs/placement.md); holding, "
-                          "only the room the holding domain has left (the rule before issue 31) "
+                          "only the room the holding domain has left (the older rule, kept to restore it) "
                           "(default: %(default)s)")
-    _add_restart_flag(run)
-    _add_preemption_flags(run)
-    run.add_argument("--prometheus-allow-url", action="append", default=[], metavar="PREFIX",
-                     help="a Prometheus URL prefix topologies may name in spec.health.prometheus.url "
-                          "(http or https; repeat for more); a topology naming another URL is never "
-                          "queried (default: none, telemetry off; see docs/telemetry.md)")
-    run.add_argument("--prometheus-credentials-dir", action="append", default=None, metavar="DIR",
-                     help="a directory spec.health.prometheus.access files may lie in (repeatable; "
-                          f"default: {access.DEFAULT_CREDENTIALS_DIR})")
-    run.add_argument("--verbose", action="store_true", help="debug logs, kopf's included")
-    _add_webhook_flags(run)
-    run.set_defaults(handler=_run)
 
 
 def _add_restart_flag(run: argparse.ArgumentParser) -> None:

@@ -145,7 +145,7 @@ def _place(
     start = state.base(snap, free, g, candidates)
     aware = options.health_aware
 
-    top_down = options.fit_order is request.FitOrder.TOP_DOWN
+    top_down = options.fit_order is not request.FitOrder.HOLDING
     one = singles.pick(fab, start, pods, aware, top_down)
     if one is not None:
         host, why = one

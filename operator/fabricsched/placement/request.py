@@ -106,9 +106,9 @@ class FitOrder(enum.StrEnum):
     TOP_DOWN = "top-down"
     """The tightest domain at every tier, top tier first, then the room the holder has left,
     then the fewest whole domains broken; a single pod takes a partly used host first, then
-    best fit top down (issue 31, the default)."""
+    best fit top down (the default)."""
     HOLDING = "holding"
-    """The rule before issue 31: only the room the holding domain has left; a gang on one host
+    """The older rule, kept to restore it: only the room the holding domain has left; a gang on one host
     takes the tightest host anywhere, a single pod the tightest host of a partly used leaf."""
 
 

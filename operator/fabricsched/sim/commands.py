@@ -36,6 +36,11 @@ INPUT_ERROR = 2
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    _register_simulate(sub)
+    _register_trace(sub)
+
+
+def _register_simulate(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     sim = sub.add_parser(
         "simulate", help="replay a job trace on a fabric under a placement policy",
         description="Replay a job trace (and health events) on a fabric; write result.json and a summary.")
@@ -64,7 +69,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                      default=request.DEFAULT_FIT_ORDER.value,
                      help="fabric and tas-bestfit: best fit's tie-break after health, tier and "
                      "comm_slowdown; top-down: the tightest domain at every tier, top first; holding: "
-                     "only the holding domain's room (the rule before issue 31); the extender's "
+                     "only the holding domain's room (the older rule, kept to restore it); the extender's "
                      "default too (default: %(default)s)")
     sim.add_argument("--checkpoint-interval", type=float, default=engine.DEFAULT_CHECKPOINT_S,
                      metavar="SECONDS", help="with a priority column in the jobs: a preempted job loses "
@@ -80,6 +85,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     sim.add_argument("--quiet", action="store_true", help="no progress bar, no table")
     sim.set_defaults(handler=simulate)
 
+
+def _register_trace(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     trace = sub.add_parser("trace", help="generate simulator inputs")
     trace_sub = trace.add_subparsers(dest="trace_command", required=True)
     gen = trace_sub.add_parser(
