@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import gc
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -95,6 +96,8 @@ class GangPreemption:
         self.running = running.RunningIndex(owner_cache)
         self._warmed_at = -1
         """The state's ``placed_pods_version`` the index was last made for ahead of a decision."""
+        self._frozen_at = 0
+        """``running.whole_builds`` when the index was last taken out of the collector's sight."""
 
     # --- the sweep --------------------------------------------------------------------
 
@@ -125,7 +128,16 @@ class GangPreemption:
                     await self._running(snap, _ABOVE_ALL)
                     self.running.kept()
                     self._warmed_at = version
+                    self._freeze_whole_index()
                 return
+
+    def _freeze_whole_index(self) -> None:
+        """An index made whole is long-lived, like the initial listings (``controller.handlers``):
+        out of the cyclic collector's sight, no later full collection walks its tens of
+        thousands of objects again (at 5,000 nodes such a walk, 120 ms, fell in the first decision)."""
+        if self.running.whole_builds != self._frozen_at:
+            self._frozen_at = self.running.whole_builds
+            gc.freeze()
 
     async def sweep(self) -> None:
         """One pass: every waiting gang, highest priority first, at most one round each."""

@@ -67,6 +67,8 @@ class RunningIndex:
         self._kept = kept_maps.KeptMaps()
         self._delta: tuple[GroupsView, Groups, frozenset[ids.GangKey]] | None = None
         """Groups followed pod by pod: (from, to, the keys of the groups that changed between)."""
+        self.whole_builds = 0
+        """Candidates made for every workload at once (not followed): counted."""
 
     def groups(
         self, pods: Mapping[PodKey, nodes.PodUsage], hosts: Mapping[ids.NodeName, object], resource: str,
@@ -278,6 +280,7 @@ class RunningIndex:
     ) -> _Built:
         out: dict[ids.GangKey, Candidate] = {}
         namespaces: dict[str, Namespace] = {}
+        self.whole_builds += 1
         await self._made_into(out, namespaces, groups.items(), namespace_of, patterns, fab, resource)
         if len(self._made) > 2 * len(groups) + 1024:  # workloads gone: forget them now and then
             self._made = {k: v for k, v in self._made.items() if k in groups}

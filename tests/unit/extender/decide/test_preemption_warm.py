@@ -4,6 +4,8 @@ no gang key and builds no candidate; a tick with nothing changed does nothing.""
 
 from __future__ import annotations
 
+import gc
+
 import pytest
 from extender_harness import Harness, PlayedEvictions, fabric_nodes
 
@@ -44,3 +46,28 @@ def test_a_decision_after_a_warm_tick_computes_no_key_and_an_idle_tick_does_noth
     assert made == ["urgent"], "the decision computed the preemptor's key alone, no running pod's"
     (line,) = [r.getMessage() for r in caplog.records if "decided in" in r.getMessage()]
     assert "fit check" in line and "workloads" in line and "choice" in line
+
+
+def test_an_index_made_whole_is_frozen_out_of_the_collectors_sight_and_a_followed_one_is_not() -> None:
+    h = Harness(fabric_nodes())
+    h.restore()
+    hosts = sorted(h.state.nodes)
+    for node in hosts:
+        h.state.apply_pod(make_pod(f"low-{node}", "train").gpus(4).priority(100).on(node).build())
+    c = h.coordinator
+    preempter = preempting.GangPreemption(
+        h.state, h.book, c.follower, h.writer, c.events, c.owners, c.pending, c.workloads, PlayedEvictions(),
+        c._session, h.clock, preemption_options.PreemptionOptions(),
+    )
+    try:
+        before = gc.get_freeze_count()
+        h.run(preempter.warm())
+        frozen = gc.get_freeze_count()
+        assert frozen > before, "the whole index is frozen"
+        assert preempter.running.whole_builds == 1
+        h.state.apply_pod(make_pod("one-more", "train").gpus(4).priority(100).on(hosts[0]).build())
+        h.run(preempter.warm())
+        assert preempter.running.whole_builds == 1, "one pod changed: followed, not made whole"
+        assert gc.get_freeze_count() <= frozen, "a followed index is not frozen again (freed ones: fewer)"
+    finally:
+        gc.unfreeze()
