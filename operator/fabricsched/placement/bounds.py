@@ -19,7 +19,6 @@ Cost = tuple[int, int, int, float]
 """Criteria 1-4 of a victim set (``victims``), or a lower bound of them (``bound``)."""
 
 
-
 def bound(
     fab: fabric.Fabric, free: Mapping[ids.NodeName, int], hosts: Collection[ids.NodeName],
     local: Sequence[RunningWorkload], gang: request.GangRequest, now_s: float,
