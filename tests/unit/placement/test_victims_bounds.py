@@ -129,3 +129,21 @@ def test_a_fabric_changed_forgets_every_bound() -> None:
         kept.append(kept_bounds.of(snap, used_free(fab, running), 0, key, found[key], admits, want))
     assert kept[0] is not kept[2], "the bounds of the first fabric were forgotten"
     assert kept[0] == kept[2] and kept[0].cost(10.0) == (0, 8, 1, 80.0)
+
+
+def test_kept_bounds_stay_one_per_domain_however_many_searches_flood_them() -> None:
+    # Every search may bring new free counts, pools and gang shapes: the kept bounds replace
+    # each domain's entry, never add beside it.
+    fab = FabricBuilder().spine("s1").leaf("l1").leaf("l2").build()
+    snap = snapshot.build(fab)
+    running = [W(ids.GangKey(f"p-{h}"), 0, ((h, 8),), 0.0, gang=False) for h in fab.hosts]
+    found = workloads.by_domain(snap, 0, workloads.by_host(running))
+    kept_bounds = bounds.Bounds()
+    hosts = sorted(fab.hosts)
+    for i in range(5_000):
+        free = {h: (i + n) % 9 for n, h in enumerate(hosts)}
+        admits = workloads.Admits(i % 50)
+        want = gang(1 + i % 4, gpus=1 + i % 8, tier=0, required=True)
+        for key in found:
+            kept_bounds.of(snap, free, 0, key, found[key], admits, want)
+    assert len(kept_bounds._kept) == len(found) == 2
