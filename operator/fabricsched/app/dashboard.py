@@ -71,8 +71,8 @@ class ProcessSource:
         # The board remembers a gang until it is planned: show only gangs with a live pod waiting.
         live = {
             self.extender.key_of(p)  # the process's one gang key
-            for p in self.state.pods.values()
-            if p.node is None and not gangs.pod_ended(p)
+            for p in self.state.unbound_pods.values()
+            if not gangs.pod_ended(p)
         }
         found = []
         for key, (reason, message, _) in sorted(waiting.items()):

@@ -91,7 +91,11 @@ class Front:
                 version = source.version()
                 if version != last:
                     last, frames = version, frames + 1
-                    pipe.write(encoder.encode(frames, source.snapshot()))
+                    snapshot = source.snapshot()
+                    # A /filter call waits for one of the two halves, not both (at 10,000 nodes
+                    # with a thousand gangs, each a few ms on the loop every second).
+                    await asyncio.sleep(0)
+                    pipe.write(encoder.encode(frames, snapshot))
                     await pipe.drain()
                 await asyncio.sleep(self.interval_s)
         except (BrokenPipeError, ConnectionResetError):

@@ -79,6 +79,8 @@ class ClusterState:
         self._pods_by_namespace: dict[str, dict[PodKey, k8s.PodUsage]] = {}
         """The same pods per namespace: a gang's pods share one, so finding them costs a pass
         over that namespace, not over 50,000 pods."""
+        self._unbound: dict[PodKey, k8s.PodUsage] = {}
+        """The same pods not on a node: what waits to be scheduled, found without that pass."""
         self._jobs = job_index.JobIndex()
         self._used: dict[ids.NodeName, dict[str, int]] = {}
         self._claims: dict[ids.NodeName, tuple[str, ...]] = {}
@@ -159,6 +161,11 @@ class ClusterState:
         """The pods on nodes whose records changed after ``version`` (a ``placed_pods_version``);
         None when that is too long ago to tell."""
         return self._placed.since(version)
+
+    @property
+    def unbound_pods(self) -> Mapping[PodKey, k8s.PodUsage]:
+        """The GPU pods not on a node (those of ``pods`` without one), ended ones included."""
+        return self._unbound
 
     def pods_in(self, namespace: str) -> Mapping[PodKey, k8s.PodUsage]:
         """The GPU pods of one namespace (those of ``pods`` whose key starts with it)."""
@@ -285,8 +292,7 @@ class ClusterState:
             self.optin.pod_added(pod, metadata.get("creationTimestamp"), self._synced)
         if pod.node is not None or (old is not None and old.node is not None):
             self._placed.moved((key,))
-        self._pods[key] = pod
-        self._pods_by_namespace.setdefault(key[0], {})[key] = pod
+        self._store(key, pod)
         was_active = old is not None and old.active
         if was_active != pod.active or (old is not None and old.node != pod.node):
             if old is not None and was_active:
@@ -300,6 +306,13 @@ class ClusterState:
         if was_active and not pod.active and old is not None:
             self._emit(changes.PodEnded(pod))
 
+    def _store(self, key: PodKey, pod: k8s.PodUsage) -> None:
+        self._pods[key] = self._pods_by_namespace.setdefault(key[0], {})[key] = pod
+        if pod.node is None:
+            self._unbound[key] = pod
+        else:
+            self._unbound.pop(key, None)
+
     def delete_pod(self, namespace: str, name: str) -> None:
         old = self._pods.get((namespace, name))
         if old is not None:
@@ -307,6 +320,7 @@ class ClusterState:
 
     def _forget_pod(self, key: PodKey, old: k8s.PodUsage) -> None:
         del self._pods[key]
+        self._unbound.pop(key, None)
         if old.node is not None:
             self._placed.moved((key,))
         in_namespace = self._pods_by_namespace.get(key[0], {})
@@ -460,7 +474,7 @@ class ClusterState:
         of pods with claims (templates, classes, ComputeDomains)."""
         moved = self.dra.recount(self._pods, self._fabrics.values())
         for key, pod in moved.items():
-            self._pods[key] = self._pods_by_namespace[key[0]][key] = pod
+            self._store(key, pod)
         self._placed.moved(moved)
         if not moved and not touched:
             return  # a claim the counts do not read (from a template) and no allocation moved

@@ -57,6 +57,10 @@ class StateView(Protocol):
         """The pods of ``pods`` in one namespace."""
         ...
     @property
+    def unbound_pods(self) -> Mapping[tuple[str, str], k8s.PodUsage]:
+        """The pods of ``pods`` not on a node: what waits, without a pass over every pod."""
+        ...
+    @property
     def jobs(self) -> Mapping[tuple[str, str], job_types.JobInfo]: ...
 
     @property

@@ -77,6 +77,21 @@ def test_pods_are_also_kept_per_namespace(synced: Harness) -> None:
     assert synced.state.pods_in("eval") == {} and synced.state.pods_in("nowhere") == {}
 
 
+def test_unbound_pods_are_those_of_pods_without_a_node(synced: Harness) -> None:
+    """The pods that wait, kept as they change (the preemption sweep and the page read them
+    every second instead of passing over every pod)."""
+    state = synced.state
+    for name in ("a", "b", "c"):
+        state.apply_pod(builders.make_pod(name, "train").gpus(1).build())
+    state.apply_pod(builders.make_pod("a", "train").gpus(1).on("l1-h0").build())
+    state.apply_pod(builders.make_pod("d", "train").gpus(1).on("l1-h1").build())
+    state.delete_pod("train", "c")
+    assert sorted(state.unbound_pods) == [("train", "b")]
+    assert state.unbound_pods == {k: p for k, p in state.pods.items() if p.node is None}
+    state.apply_pod(builders.make_pod("b", "train").gpus(1).phase("Failed").build())
+    assert state.unbound_pods[("train", "b")].phase == "Failed"  # the record as it is now
+
+
 def test_pods_without_gpu_requests_are_not_kept(synced: Harness) -> None:
     synced.state.apply_pod(builders.make_pod("web", "apps").on("l1-h0").build())
     assert synced.state.pods == {}

@@ -317,7 +317,7 @@ class Coordinator:
             return made
         eligible = asked.constraints.eligible(fab.hosts, self.state.nodes)
         held = self._clocks.waited(gang.key, self.clock())  # from the hold, as the simulator
-        lower = lambda: locality.lower_priority_pending(self.state.pods.values(), pod)  # noqa: E731
+        lower = lambda: locality.lower_priority_pending(self.state.unbound_pods.values(), pod)  # noqa: E731
         decision = locality.decide(
             self._session, fab, gang, made, held, wanted.wait, inputs.free, eligible, lower)
         if isinstance(decision, patience.Wait):

@@ -156,7 +156,7 @@ class GangPreemption:
         """One unbound pod per gang without a plan, highest priority first."""
         seen: set[ids.GangKey] = set()
         out = []
-        for pod in self.state.pods.values():
+        for pod in self.state.unbound_pods.values():
             if pod.node is not None or gangs.pod_ended(pod) or pod.terminating or pod.gated:
                 continue  # a gated pod is not looked at by the scheduler yet: nothing to clear room for
             if pod.scheduler_name != schedconfig.SCHEDULER_NAME or not pod.asks_gpus():
