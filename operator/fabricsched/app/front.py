@@ -10,7 +10,8 @@ stalls only this process, which has its own loop, its own body and concurrency l
 large blocks back (``MALLOC_MMAP_THRESHOLD_``, set by the parent), so a burst's memory returns.
 
 It reads its options, then the page's facts per state version, from stdin (``front_wire``):
-no watch of its own. It prints ``ready`` on stdout once its servers listen, and ends when
+no watch of its own. It prints ``ready`` on stdout once its servers listen, then asks for the
+facts there while the page is read (``front_wire.WANT``, ``front_wire.FRESH``), and ends when
 stdin ends (the parent stopped, or died: no orphan stays behind).
 """
 
@@ -63,7 +64,12 @@ def _follow(stream: IO[bytes], source: front_wire.Received, loop: asyncio.Abstra
 
 
 async def serve(options: FrontOptions, stream: IO[bytes], out: IO[bytes]) -> int:
-    source = front_wire.Received()
+    def ask(line: bytes) -> None:
+        # A few bytes on a pipe the parent reads all the time: the write does not block.
+        out.write(line)
+        out.flush()
+
+    source = front_wire.Received(ask)
     ended = asyncio.Event()
     threading.Thread(target=_follow, args=(stream, source, asyncio.get_running_loop(), ended),
                      name="state pipe", daemon=True).start()
@@ -77,7 +83,8 @@ async def serve(options: FrontOptions, stream: IO[bytes], out: IO[bytes]) -> int
     if options.dashboard.enabled:
         listening.append(asyncio.Event())
         tasks.append(asyncio.create_task(
-            dashboard_server.serve(source, options.dashboard, listening[-1], diagnoser), name="fabric page"))
+            dashboard_server.serve(source, options.dashboard, listening[-1], diagnoser, source.settle),
+            name="fabric page"))
     waits = [asyncio.create_task(e.wait()) for e in listening]
     all_listening = asyncio.create_task(_all(waits))
     await asyncio.wait([*tasks, all_listening], return_when=asyncio.FIRST_COMPLETED)

@@ -1,10 +1,12 @@
 """``fabricsched run``'s side of its front process (``front``): start it before ready, feed it
 the page's facts once per state version, start it again if it dies, stop it with the process.
 
-Feeding costs the scheduler's loop one ``Source.version()`` per ``interval_s`` and, when the
-version moved, one ``Source.snapshot()`` and its pickle (at 10,000 hosts about 2 ms and 3 to
-7 ms; the fabric object itself, 25 ms, only when it changed: ``front_wire``). Nothing the front
-receives from the network comes back to this process.
+Feeding costs the scheduler's loop, while the page is read (the front asked within
+``VIEWED_S``), one ``Source.version()`` per ``interval_s`` and, when the version moved, one
+``Source.snapshot()`` and its pickle (at 10,000 hosts about 2 ms and 3 to 7 ms; the fabric
+object itself, 25 ms, only when it changed: ``front_wire``); while nobody reads it, nothing.
+Nothing the front receives from the network comes back to this process: only its two fixed
+lines asking for the facts.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import os
 import sys
 import time
@@ -23,6 +26,10 @@ logger = logging.getLogger(__name__)
 
 INTERVAL_S = 1.0
 """How often the state's version is compared (the page asks once a second)."""
+VIEWED_S = 10.0
+"""The facts are sent while the front asked for them within this long."""
+MAX_LINE = 64
+"""The longest line read from the front (its lines are a few bytes)."""
 MAX_BACKOFF_S = 30.0
 _ALLOCATOR = {
     # Blocks of 128 KiB and more come from mmap and go back to the system when freed; without a
@@ -42,6 +49,9 @@ class Front:
         self.pid: int | None = None
         self.starts = 0
         self._reason: str | None = "the front process (webhook, fabric page) has not started yet"
+        self._asked_at = -math.inf
+        self._fresh = asyncio.Event()
+        """Set by the front's ``FRESH``: a frame goes now, changed or not."""
 
     def not_ready(self) -> str | None:
         """Ready once the front listened, or tried once and failed (it is not the scheduler)."""
@@ -63,24 +73,40 @@ class Front:
     async def _once(self) -> int | None:
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", front.__name__, stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE, env={**os.environ, **_ALLOCATOR})
+            stdout=asyncio.subprocess.PIPE, env={**os.environ, **_ALLOCATOR}, limit=MAX_LINE)
         assert proc.stdin is not None and proc.stdout is not None
         self.pid, self.starts = proc.pid, self.starts + 1
-        publishing: asyncio.Task[None] | None = None
+        self._fresh = asyncio.Event()  # this loop's, this front's
+        tasks = [asyncio.create_task(self._listen(proc.stdout, proc.pid), name="front lines")]
         try:
             proc.stdin.write(front_wire.options_frame(self.options))
             if self.source is not None:
-                publishing = asyncio.create_task(self._publish(proc.stdin, self.source), name="front feed")
-            if await proc.stdout.readline() == front.READY:
-                logger.info("front process %d serving (webhook, fabric page)", proc.pid)
-                self._reason = None
+                tasks.append(asyncio.create_task(self._publish(proc.stdin, self.source), name="front feed"))
             return await proc.wait()
         finally:
-            if publishing is not None:
-                publishing.cancel()
+            for task in tasks:
+                task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await publishing
+                    await task
             await _stop(proc)
+
+    async def _listen(self, lines: asyncio.StreamReader, pid: int) -> None:
+        """The front's lines: ``ready`` once, then its asks for the facts."""
+        while True:
+            try:
+                line = await lines.readline()
+            except ValueError:  # a line over MAX_LINE (dropped): not one of the front's
+                logger.warning("front process %d wrote an unexpected line", pid)
+                continue
+            if not line:
+                return
+            if line == front.READY:
+                logger.info("front process %d serving (webhook, fabric page)", pid)
+                self._reason = None
+            elif line in (front_wire.WANT, front_wire.FRESH):
+                self._asked_at = time.monotonic()
+                if line == front_wire.FRESH:
+                    self._fresh.set()
 
     async def _publish(self, pipe: asyncio.StreamWriter, source: view.PageSource) -> None:
         encoder = front_wire.Encoder()
@@ -88,8 +114,11 @@ class Front:
         frames = 0
         try:
             while True:
-                version = source.version()
-                if version != last:
+                fresh = self._fresh.is_set()
+                self._fresh.clear()
+                viewed = time.monotonic() - self._asked_at <= VIEWED_S
+                version = source.version() if fresh or viewed else last
+                if fresh or version != last:
                     last, frames = version, frames + 1
                     snapshot = source.snapshot()
                     # A /filter call waits for one of the two halves, not both (at 10,000 nodes
@@ -97,7 +126,8 @@ class Front:
                     await asyncio.sleep(0)
                     pipe.write(encoder.encode(frames, snapshot))
                     await pipe.drain()
-                await asyncio.sleep(self.interval_s)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._fresh.wait(), self.interval_s)
         except (BrokenPipeError, ConnectionResetError):
             return  # the front died: ``run`` sees it exit and starts another
 

@@ -10,13 +10,22 @@ node or a health change, while the GPU counts change with every pod bound. So a 
 once, with a token, and later frames name the token while the object is the same; the front
 keeps the fabrics of the last frame. Keeping the same object across frames also keeps the
 page's incremental rebuild (``dashboard.fragments``) incremental in the front.
+
+The facts are sent only while someone looks: the front writes ``WANT`` on its stdout when the
+page is queried (at most every ``ASK_EVERY_S``), and ``FRESH`` for the first query after a quiet
+spell, which waits for the frame that answers it. A snapshot and its pickle cost the
+scheduler's loop a few milliseconds per second at 10,000 hosts: nobody on the page, no cost.
+The lines carry no byte of what the front received from the network.
 """
 
 from __future__ import annotations
 
+import asyncio
+import math
 import pickle
 import struct
-from collections.abc import Hashable
+import time
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -27,6 +36,18 @@ from fabricsched.topology import fabric
 _LENGTH = struct.Struct(">Q")
 MAX_FRAME_BYTES = 1 << 30
 """A frame longer than this is a broken pipe, not a state (10,000 hosts is about 1 MB)."""
+WANT = b"want\n"
+"""Front -> parent: the page is being read, keep sending the facts as they change."""
+FRESH = b"fresh\n"
+"""Front -> parent: the page is read after a quiet spell, send the facts now."""
+ASK_EVERY_S = 0.5
+"""The front says ``WANT`` at most this often (the page asks once a second while open)."""
+QUIET_S = 5.0
+"""No query for this long is a quiet spell: the next one asks ``FRESH`` and waits for it.
+Below the parent's ``front_link.VIEWED_S``, so the feed never lapses while the page is open."""
+FRESH_WAIT_S = 2.0
+"""The longest a query after a quiet spell waits for its frame (then the last facts answer)."""
+_POLL_S = 0.02
 
 
 class BrokenFrame(RuntimeError):
@@ -115,11 +136,41 @@ class Received:
     source's version move, so the page still rebuilds at most once per state version.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, ask: Callable[[bytes], None] = lambda line: None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._current: tuple[int, view.PageSnapshot] = (0, view.PageSnapshot(()))
+        self._ask = ask
+        """Writes ``WANT`` or ``FRESH`` to the parent (from the front's loop)."""
+        self._clock = clock
+        self._frames = 0
+        self._asked_at = -math.inf
+        self._awaited: int | None = None
+        """The frame count a ``FRESH`` was asked at, until a later frame came (or the wait ended)."""
 
     def put(self, version: int, snap: view.PageSnapshot) -> None:
         self._current = (version, snap)  # one reference swap: readers see the old or the new pair
+        self._frames += 1  # the reader thread is the only writer
+
+    async def settle(self) -> None:
+        """Before a query: tell the parent the page is read; after a quiet spell, wait (at most
+        ``FRESH_WAIT_S``) for the frame that brings the facts up to date."""
+        now = self._clock()
+        if self._awaited is None:
+            if now - self._asked_at > QUIET_S:
+                self._awaited, self._asked_at = self._frames, now
+                self._ask(FRESH)
+            elif now - self._asked_at >= ASK_EVERY_S:
+                self._asked_at = now
+                self._ask(WANT)
+        awaited = self._awaited
+        if awaited is None:
+            return
+        # Queries that come while it is awaited wait for the same frame.
+        deadline = self._asked_at + FRESH_WAIT_S
+        while self._frames == awaited and self._clock() < deadline:
+            await asyncio.sleep(_POLL_S)
+        if self._awaited == awaited:
+            self._awaited = None
 
     def version(self) -> Hashable:
         return self._current[0]

@@ -23,7 +23,7 @@ import hashlib
 import logging
 import math
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
 
@@ -118,8 +118,17 @@ class Documents:
         return found
 
 
+Settle = Callable[[], Awaitable[None]]
+"""Awaited before a query reads the source: the front process waits there for fresh facts
+after a quiet spell (``app.front_wire.Received.settle``)."""
+
+
+async def _settled() -> None:
+    return None
+
+
 def make_app(source: view.PageSource, min_rebuild_s: float = MIN_REBUILD_S,
-             diagnose: diagnosis.Diagnose | None = None) -> web.Application:
+             diagnose: diagnosis.Diagnose | None = None, settle: Settle = _settled) -> web.Application:
     documents = Documents(source, min_rebuild_s)
     diagnoses = diagnosis.Diagnoses(source, diagnose) if diagnose is not None else None
     page = assets.read("index.html").encode()
@@ -139,6 +148,7 @@ def make_app(source: view.PageSource, min_rebuild_s: float = MIN_REBUILD_S,
             selection = query.parse(request.query_string, request.query.items())
         except query.BadQuery as e:
             return web.json_response({"error": str(e)}, status=400, headers=_HEADERS)
+        await settle()
         tag, body = documents.get(selection)
         if tag in request.headers.get("If-None-Match", ""):
             return web.Response(status=304, headers={**_HEADERS, "ETag": tag})
@@ -148,6 +158,7 @@ def make_app(source: view.PageSource, min_rebuild_s: float = MIN_REBUILD_S,
         if diagnoses is None:
             return web.json_response({"error": "diagnosis is not served by this process"}, status=404,
                                      headers=_HEADERS)
+        await settle()
         answer = await diagnoses.answer(request.query_string, request.query.items())
         headers = {**_HEADERS, "Age": str(int(answer.age_s))}
         if answer.retry_after_s is not None:
@@ -168,11 +179,12 @@ def make_app(source: view.PageSource, min_rebuild_s: float = MIN_REBUILD_S,
 
 
 async def serve(source: view.PageSource, options: DashboardOptions,
-                listening: asyncio.Event | None = None, diagnose: diagnosis.Diagnose | None = None) -> None:
+                listening: asyncio.Event | None = None, diagnose: diagnosis.Diagnose | None = None,
+                settle: Settle = _settled) -> None:
     """Serve the page on ``options.address`` until cancelled; ``listening`` is set once it
     listens, or once it gave up (it cannot listen: logged, the rest goes on)."""
     host, port = split_address(options.address)
-    runner = web.AppRunner(make_app(source, diagnose=diagnose), access_log=None)
+    runner = web.AppRunner(make_app(source, diagnose=diagnose, settle=settle), access_log=None)
     await runner.setup()
     try:
         try:

@@ -170,3 +170,71 @@ def test_with_a_client_ca_only_clients_it_signed_are_answered(pki: certs.Pki, tm
                 await task
 
     asyncio.run(main())
+
+
+class CountingSource(Source):
+    def __init__(self) -> None:
+        super().__init__()
+        self.snapshots = 0
+
+    def snapshot(self) -> view.PageSnapshot:
+        self.snapshots += 1
+        return super().snapshot()
+
+
+def test_the_facts_go_to_the_front_only_while_the_page_is_read(pki: certs.Pki, tmp_path: Path) -> None:
+    options = options_for(pki, tmp_path)
+    source = CountingSource()
+
+    async def main() -> None:
+        link = front_link.Front(options, source, interval_s=0.05)
+        task = asyncio.create_task(link.run())
+        try:
+            await until("ready", lambda: link.not_ready() is None)
+            source.generation += 1
+            await asyncio.sleep(0.5)  # ten intervals with a new version each, and nobody reading
+            source.generation += 1
+            assert source.snapshots == 0
+            # The first query after the quiet spell waits for its frame: the fabric, not an empty page.
+            doc = await asyncio.to_thread(get_state, options)
+            assert doc["fabric"]["summary"]["hosts"] == 32 and source.snapshots == 1
+            # While it is read, a new version is sent within an interval or so.
+            source.generation += 1
+            await until("the new version sent", lambda: source.snapshots == 2, timeout=5)
+        finally:
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+
+    asyncio.run(main())
+
+
+def test_received_asks_fresh_after_a_quiet_spell_and_waits_for_the_frame_bounded() -> None:
+    asked: list[bytes] = []
+    now = [100.0]
+    received = front_wire.Received(asked.append, clock=lambda: now[0])
+
+    async def main() -> None:
+        # A frame arrives while the first query waits: it returns at once with it.
+        waiting = asyncio.create_task(received.settle())
+        await asyncio.sleep(0.05)
+        assert asked == [front_wire.FRESH] and not waiting.done()
+        received.put(1, view.PageSnapshot([demo()]))
+        await asyncio.wait_for(waiting, 1)
+        now[0] += front_wire.ASK_EVERY_S / 2
+        await received.settle()  # asked just now: nothing more said
+        assert asked == [front_wire.FRESH]
+        now[0] += front_wire.ASK_EVERY_S
+        await received.settle()  # still read: keep feeding, no wait
+        assert asked == [front_wire.FRESH, front_wire.WANT]
+        # After a quiet spell the parent is asked again; with no frame coming the wait ends
+        # at FRESH_WAIT_S and the last facts answer.
+        now[0] += front_wire.QUIET_S + 1
+        waiting = asyncio.create_task(received.settle())
+        await asyncio.sleep(0.05)
+        assert asked[-1] == front_wire.FRESH and not waiting.done()
+        now[0] += front_wire.FRESH_WAIT_S + 0.1
+        await asyncio.wait_for(waiting, 1)
+        assert received.version() == 1
+
+    asyncio.run(main())
