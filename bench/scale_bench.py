@@ -289,6 +289,13 @@ class Size:
         everything = wanted + self.result["fill_pods"] + PROBES * self.args.restarts
         cl.wait_for("the pods in fabricsched's state", lambda: self.pods_seen() >= everything,
                     args.timeout, interval=0.5)
+        # The Job controller reports each pod it made with an Event, posted one at a time after
+        # the pods: at 10,000 nodes they trail them by tens of seconds, and calls timed meanwhile
+        # measure an API server busy with them (and a process that saw the pods sooner starts
+        # sooner, into more of them). Timing starts once they are in.
+        made = args.requests * args.gang
+        reported = lambda: cl.events_of(self.api, "lat", "SuccessfulCreate") >= made  # noqa: E731
+        cl.wait_for("the Job controller's Events", reported, args.timeout, interval=1.0)
         singles = sorted((p for p in found if p["metadata"]["name"].startswith("s-")), key=_name)
         gangs: dict[str, list[dict[str, Any]]] = {}
         for p in found:

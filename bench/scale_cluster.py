@@ -190,6 +190,18 @@ def pods(api: rest.Client, ns: str) -> list[dict[str, Any]]:
         path = f"/api/v1/namespaces/{ns}/pods?limit=500&continue={token}"
 
 
+def events_of(api: rest.Client, ns: str, reason: str) -> int:
+    """How many Events of ``reason`` namespace ``ns`` has (repeats counted)."""
+    found, path = 0, f"/api/v1/namespaces/{ns}/events?fieldSelector=reason%3D{reason}&limit=500"
+    while True:
+        page = api.call("GET", path)
+        found += sum(int(e.get("count") or 1) for e in page["items"])
+        token = page["metadata"].get("continue")
+        if not token:
+            return found
+        path = f"/api/v1/namespaces/{ns}/events?fieldSelector=reason%3D{reason}&limit=500&continue={token}"
+
+
 def ungate(api: rest.Client, ns: str, names: Sequence[str]) -> None:
     each(lambda name: api.call("PATCH", f"/api/v1/namespaces/{ns}/pods/{name}",
                                {"spec": {"schedulingGates": None}}, rest.MERGE_PATCH), names)
