@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import time
+import urllib.parse
 from collections.abc import Callable, Iterable, Sequence
 from concurrent import futures
 from pathlib import Path
@@ -178,28 +179,27 @@ def create_pods(api: rest.Client, ns: str, prefix: str, count: int, gpus: int, s
     each(one, range(count))
 
 
-def pods(api: rest.Client, ns: str) -> list[dict[str, Any]]:
+def listed(api: rest.Client, path: str, field_selector: str = "") -> list[dict[str, Any]]:
+    """Every object of the list at ``path``, page by page."""
+    query = "?limit=500" + (f"&fieldSelector={urllib.parse.quote(field_selector)}" if field_selector else "")
     found: list[dict[str, Any]] = []
-    path = f"/api/v1/namespaces/{ns}/pods?limit=500"
+    page = api.call("GET", path + query)
     while True:
-        page = api.call("GET", path)
         found += page["items"]
         token = page["metadata"].get("continue")
         if not token:
             return found
-        path = f"/api/v1/namespaces/{ns}/pods?limit=500&continue={token}"
+        page = api.call("GET", f"{path}{query}&continue={token}")
+
+
+def pods(api: rest.Client, ns: str) -> list[dict[str, Any]]:
+    return listed(api, f"/api/v1/namespaces/{ns}/pods")
 
 
 def events_of(api: rest.Client, ns: str, reason: str) -> int:
     """How many Events of ``reason`` namespace ``ns`` has (repeats counted)."""
-    found, path = 0, f"/api/v1/namespaces/{ns}/events?fieldSelector=reason%3D{reason}&limit=500"
-    while True:
-        page = api.call("GET", path)
-        found += sum(int(e.get("count") or 1) for e in page["items"])
-        token = page["metadata"].get("continue")
-        if not token:
-            return found
-        path = f"/api/v1/namespaces/{ns}/events?fieldSelector=reason%3D{reason}&limit=500&continue={token}"
+    found = listed(api, f"/api/v1/namespaces/{ns}/events", f"reason={reason}")
+    return sum(int(e.get("count") or 1) for e in found)
 
 
 def ungate(api: rest.Client, ns: str, names: Sequence[str]) -> None:
