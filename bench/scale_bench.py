@@ -55,6 +55,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 import urllib.request
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -243,6 +244,8 @@ class Size:
             run()
         except (OSError, RuntimeError, TimeoutError, KeyError, ValueError) as e:
             print(f"    {name} failed: {type(e).__name__}: {e}", flush=True)
+            # Where: a socket's "timed out" names no call.
+            print("".join(traceback.format_exception(e, limit=-3)), flush=True)
             if self.operator is not None:  # what fabricsched said last: the log goes with the run
                 print(processes.log_tail(self.operator.log, 20), flush=True)
             self.result.setdefault("errors", {})[name] = f"{type(e).__name__}: {str(e)[:500]}"

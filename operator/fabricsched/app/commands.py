@@ -86,6 +86,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                      help="log line format (default: %(default)s)")
     run.add_argument("--status-interval", type=float, default=_DEFAULTS.status_interval_s, metavar="SECONDS",
                      help="least time between two status writes of one FabricTopology (default: %(default)s)")
+    run.add_argument("--api-compression", action="store_true",
+                     help="ask the API server to gzip listings of nodes, pods and the rest (default: "
+                          "off, as the kube-scheduler: on a cluster's own network gzip costs the API "
+                          "server and fabricsched CPU and lengthens the start; on for a slow link)")
     _add_placement_flags(run)
     _add_restart_flag(run)
     _add_preemption_flags(run)
@@ -213,6 +217,7 @@ def options_from(args: argparse.Namespace) -> run_options.RunOptions:
             health_address=args.health_address,
             events_namespace=args.events_namespace,
             status_interval_s=args.status_interval,
+            api_compression=args.api_compression,
             prometheus=_flagged("--prometheus-allow-url", lambda: access.AccessPolicy.parse(
                 args.prometheus_allow_url, args.prometheus_credentials_dir)),
         ),
@@ -252,6 +257,7 @@ def _extender_options(args: argparse.Namespace) -> service.ServiceOptions:
         locality_wait=wait,
         fit_order=request.FitOrder(args.fit_order),
         restart_placement=args.restart_placement,
+        api_compression=args.api_compression,
     )
 
 

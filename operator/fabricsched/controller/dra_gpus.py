@@ -16,6 +16,9 @@ from fabricsched.controller import fabrics
 from fabricsched.topology import claims, dra
 from fabricsched.topology import nodes as k8s
 
+PodKey = tuple[str, str]
+"""(namespace, name) of a pod."""
+
 CONSTRAINTS = (gangs.REQUIRED_TIER_ANNOTATION, gangs.PREFERRED_TIER_ANNOTATION)
 """The tier-constraint annotations: a ComputeDomain gang that sets neither is held to one NVLink
 domain through the first."""
@@ -28,7 +31,7 @@ class DraGpus:
         self.devices = devices
         self.claims = claims.ClaimIndex()
         self._counted_at = self.claims.version
-        self._naming: dict[claims.ObjectKey, set[tuple[str, str]]] = {}
+        self._naming: dict[claims.ObjectKey, set[PodKey]] = {}
         """Claim -> the pods naming it in ``spec.resourceClaims`` (by name, not by template)."""
 
     def fabrics_of(self, topologies: Iterable[fabrics.TopologyFabric]) -> list[claims.DraFabric]:
@@ -52,18 +55,22 @@ class DraGpus:
         # ``fold`` sets ``claim_gpus`` and ``uncounted`` anew (it reads neither): no copy first.
         return claims.fold(pod, dra_fabrics, self.claims, CONSTRAINTS)
 
-    def recount(self, pods: Mapping[tuple[str, str], k8s.PodUsage],
-                topologies: Iterable[fabrics.TopologyFabric]) -> dict[tuple[str, str], k8s.PodUsage]:
-        """Pods whose count changed since the claim index last moved (templates, classes,
-        channels or a topology: every pod with claims; a claim's spec: the pods naming it);
-        empty when nothing moved. Claims come one event each, thousands at a start: re-counting
-        every pod for each would be quadratic."""
+    def recount(self, pods: Mapping[PodKey, k8s.PodUsage],
+                topologies: Iterable[fabrics.TopologyFabric],
+                by_namespace: Mapping[str, Mapping[PodKey, k8s.PodUsage]]) -> dict[PodKey, k8s.PodUsage]:
+        """Pods whose count changed since the claim index last moved (a class or a topology:
+        every pod with claims; a template or channel: the pods of its namespace; a claim's
+        spec: the pods naming it); empty when nothing moved. Claims come one event each,
+        thousands at a start: re-counting every pod for each would be quadratic."""
         changed, self.claims.changed_claims = self.claims.changed_claims, set()
+        spaces, self.claims.changed_namespaces = self.claims.changed_namespaces, set()
+        keys: Iterable[PodKey]
         if self._counted_at != self.claims.version:
             self._counted_at = self.claims.version
-            keys: Iterable[tuple[str, str]] = pods
+            keys = pods
         else:
             keys = {p for claim in changed for p in self._naming.get(claim, ())}
+            keys.update(p for space in spaces for p in by_namespace.get(space, ()))
             for claim in changed:
                 if claim not in self.claims.claims:
                     self._naming.pop(claim, None)  # gone: its pods re-count once, below

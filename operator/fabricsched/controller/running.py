@@ -106,7 +106,8 @@ async def serve(rt: runtime.Runtime, companions: Companions,
         status_reporter.leading = rt.recorder.leading = companions.leading
     reporter.forward_health(rt.state, rt.recorder, rt.metrics, rt.clock, companions.gangs)
     optin.forward(rt.state.optin, rt.recorder, rt.metrics.optin_missed.inc)
-    connection = listwatch.Connection(lambda: listwatch.login_of(kube.configuration(rt.options.kubeconfig)))
+    connection = listwatch.Connection(lambda: listwatch.login_of(kube.configuration(rt.options.kubeconfig)),
+                                      rt.options.api_compression)
     kinds = handlers.kinds(rt)
     gate = handlers.SyncGate(rt, [k.name for k in kinds])
     observer = informer.MetricsObserver(rt.metrics)

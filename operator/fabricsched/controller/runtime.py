@@ -30,6 +30,8 @@ class OperatorOptions:
     """Where Events about cluster-scoped objects (FabricTopology) are written."""
     status_interval_s: float = 1.0
     """At most one status PATCH per FabricTopology per this many seconds."""
+    api_compression: bool = False
+    """Ask the API server to gzip its listings (``--api-compression``; ``listwatch.Connection``)."""
     prometheus: access.AccessPolicy = field(default_factory=access.AccessPolicy)
     """Prometheus URLs topologies may name, and where their credential files may lie."""
 

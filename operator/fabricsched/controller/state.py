@@ -471,8 +471,8 @@ class ClusterState:
 
     def refresh_claims(self, touched: Collection[ids.NodeName]) -> None:
         """DRA claims moved: the free GPUs of ``touched`` nodes (allocations), and the counts
-        of pods with claims (templates, classes, ComputeDomains)."""
-        moved = self.dra.recount(self._pods, self._fabrics.values())
+        of pods with claims (claims, templates, classes, ComputeDomains)."""
+        moved = self.dra.recount(self._pods, self._fabrics.values(), self._pods_by_namespace)
         for key, pod in moved.items():
             self._store(key, pod)
         self._placed.moved(moved)

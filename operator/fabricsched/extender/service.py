@@ -79,6 +79,9 @@ class ServiceOptions:
     """``--restart-placement``: ``previous`` plans a gang whose whole group restarted back where
     it ran when its plan was released within the last hour and that is as good as a fresh plan
     (docs/placement.md); ``fresh`` plans it from scratch (the behaviour before)."""
+    api_compression: bool = False
+    """Ask the API server to gzip the listings of FabricPlacements, budgets and namespaces
+    (``--api-compression``; ``listwatch.Connection``)."""
 
     def __post_init__(self) -> None:
         if self.max_reserved_gpus_per_namespace < 0:
@@ -275,26 +278,27 @@ def on_api(
     """The service with its FabricPlacement store and watch, Job, owner and pod lookups on
     ``api_client``; ``leading`` gates the background writes (two replicas: the Lease holder's)."""
     placement_store = store.ApiPlacementStore(api_client)
-    calls, follow = preemption_calls_on(api_client, options.preemption)
+    calls, follow = preemption_calls_on(api_client, options.preemption, options.api_compression)
     return Service(
         state, placement_store, store.ApiJobFetcher(api_client), recorder, clock, options, registry,
         fetchers.ApiOwnerFetcher(api_client), fetchers.ApiPodLookup(api_client),
         wakeup.ApiNudger(api_client, options.wake_namespace) if options.wake_namespace else None,
         leading=leading,
         placement_feed=feed.ApiPlacementFeed(
-            api_client, placement_store.covers, since=lambda: placement_store.listed_version),
+            api_client, placement_store.covers, since=lambda: placement_store.listed_version,
+            compression=options.api_compression),
         preemption_calls=calls, preemption_follow=follow,
     )
 
 
 def preemption_calls_on(
-    api_client: client.ApiClient, options: preemption_options.PreemptionOptions,
+    api_client: client.ApiClient, options: preemption_options.PreemptionOptions, compression: bool = False,
 ) -> tuple[preemption_options.PreemptionCalls, Callable[[], Coroutine[Any, Any, None]] | None]:
     """What preemption reads budgets and namespaces through, and the task that keeps it current:
     their watches (``--preemption-budgets watch``), or reads at each decision (``read``: none)."""
     if options.budgets_from == "read":
         return evictions.ApiPreemptionCalls(api_client), None
-    followed = disruptions.FollowedDisruptions(api_client)
+    followed = disruptions.FollowedDisruptions(api_client, compression=compression)
     return followed, followed.follow
 
 

@@ -25,10 +25,12 @@ class FakeApi:
         self.listings = listings
         self.watches = watches
         self.requests: list[Mapping[str, str]] = []
+        self.encodings: list[str | None] = []
 
     async def nodes(self, request: web.Request) -> web.StreamResponse:
         query = dict(request.query)
         self.requests.append(query)
+        self.encodings.append(request.headers.get("Accept-Encoding"))
         if query.get("watch"):
             if not self.watches:
                 await asyncio.sleep(0.2)  # a quiet watch the server ends (as on its timeout)
@@ -60,13 +62,14 @@ async def _serve(api: FakeApi) -> tuple[web.AppRunner, int]:
     return runner, site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
 
 
-async def _follow(api: FakeApi, until: Any) -> tuple[dict[tuple[str, str], Mapping[str, Any]], int]:
+async def _follow(api: FakeApi, until: Any,
+                  compression: bool = False) -> tuple[dict[tuple[str, str], Mapping[str, Any]], int]:
     runner, port = await _serve(api)
     held: dict[tuple[str, str], Mapping[str, Any]] = {}
     listed = []
     kind = listwatch.Kind("node", "/api/v1/nodes", lambda b: held.__setitem__(listwatch.key_of(b), b),
                          lambda k: held.pop(k, None), lambda: list(held))
-    connection = listwatch.Connection(lambda: listwatch.Login(server=f"http://127.0.0.1:{port}"))
+    connection = listwatch.Connection(lambda: listwatch.Login(server=f"http://127.0.0.1:{port}"), compression)
     follower = listwatch.Informer(connection, kind, informer.MetricsObserver(metrics.Metrics()),
                                   lambda: listed.append(1), page_size=2)
     task = asyncio.create_task(follower.follow())
@@ -100,6 +103,16 @@ def test_a_listing_in_pages_is_applied_in_full_then_watch_events_follow_from_its
     watches = [r for r in api.requests if r.get("watch")]
     assert watches[0]["resourceVersion"] == "100"
     assert watches[0]["allowWatchBookmarks"] == "true"
+
+
+def test_listings_are_asked_for_uncompressed_unless_compression_is_on() -> None:
+    # aiohttp asks for gzip by default; the API server then compresses every page over 128 KiB.
+    for compression, wanted in ((False, "identity"), (True, "gzip")):
+        api = FakeApi([[_node(f"n{i}", i) for i in range(3)]],
+                      [[{"type": "ADDED", "object": _node("n9", 103)}]])
+        held, _ = asyncio.run(_follow(api, lambda held, api: ("", "n9") in held, compression))
+        assert len(held) == 4
+        assert set(api.encodings) == {wanted}  # the pages and the watch
 
 
 def test_a_watch_line_that_is_not_json_ends_that_watch_and_the_next_resumes_from_the_last_version() -> None:

@@ -167,9 +167,10 @@ class FollowedDisruptions:
 
     def __init__(
         self, api_client: client.ApiClient, reads: preemption_options.PreemptionCalls | None = None,
+        compression: bool = False,
     ) -> None:
         config = api_client.configuration
-        self._connection = listwatch.Connection(lambda: listwatch.login_of(config))
+        self._connection = listwatch.Connection(lambda: listwatch.login_of(config), compression)
         self.reads = reads if reads is not None else evictions.ApiPreemptionCalls(api_client)
         """The per-decision reads (and the evictions)."""
         self.budget_view, self.namespace_view = BudgetView(), NamespaceView()

@@ -25,9 +25,9 @@ class ApiPlacementFeed:
     """``mirror.PlacementFeed`` over the API server."""
 
     def __init__(self, api_client: client.ApiClient, covers: mirror.Covers,
-                 since: Callable[[], str | None] = lambda: None) -> None:
+                 since: Callable[[], str | None] = lambda: None, compression: bool = False) -> None:
         config = api_client.configuration
-        self._connection = listwatch.Connection(lambda: listwatch.login_of(config))
+        self._connection = listwatch.Connection(lambda: listwatch.login_of(config), compression)
         self.covers = covers
         self._since = since
         """The version the objects were last listed at (the restore's), read when the watch starts."""
