@@ -93,6 +93,7 @@ class PlayedEvictions:
     def __init__(self, on_evict: Callable[[str], None] = lambda name: None) -> None:
         self.evicted: list[str] = []
         self._on_evict = on_evict
+        self.api_waited_s = 0.0
 
     async def budgets(self, namespace: str) -> Sequence[budgets.Budget]:
         return ()

@@ -89,8 +89,10 @@ class GangPreemption:
         self.laps = laps.Laps()
         """Where ``decided_s`` went (the log line's ms)."""
         self.waited_s = 0.0
-        """Of ``decided_s``, the time spent in ``calls.budgets`` and ``calls.namespace_labels``:
-        about nothing while their watches are current, an API read per namespace otherwise."""
+        """Of ``decided_s``, the time ``calls`` spent in API reads of budgets and namespaces:
+        none while their watches are current, an API read per namespace otherwise. Counted by
+        the calls, not around them: a read from memory that the OS paused is no API wait."""
+        self._waited_from = 0.0
         self._started: list[float] = []
         """When the rounds of the last minute started (the rate limit)."""
         self.running = running.RunningIndex(owner_cache)
@@ -192,6 +194,7 @@ class GangPreemption:
         self, pod: nodes.PodUsage, gang: gangs.GangIdentity, snap: views.SnapshotView
     ) -> bool:
         started, self.waited_s, self.laps = time.perf_counter(), 0.0, laps.Laps()
+        self._waited_from = self.calls.api_waited_s
         inputs = planning.inputs(self.session, self.book, snap, gang.key)
         ask = planning.gang_request(gang, snap.fabric)
         if isinstance(ask, request.NoFit):
@@ -211,6 +214,7 @@ class GangPreemption:
                                        known=fit)
             if isinstance(gave, preemption.Choice):
                 self.decided_s = time.perf_counter() - started
+                self.waited_s = self.calls.api_waited_s - self._waited_from
                 self._yield(pod, gang, snap, gave, priority)
                 return True
         self.laps.lap("yield")
@@ -230,6 +234,7 @@ class GangPreemption:
                                 pending.message_of(gang, f"no plan, and no preemption: {chosen.reason}"))
             return False
         self.decided_s = time.perf_counter() - started
+        self.waited_s = self.calls.api_waited_s - self._waited_from
         self.laps.lap("choice")
         chosen_keys = {v.key for v in chosen.victims}
         await self._evict(pod, gang, snap, chosen, priority,
@@ -254,14 +259,11 @@ class GangPreemption:
         return priority, preemption.PreemptionPolicy(policy)
 
     async def _opted_out(self, namespace: str) -> bool:
-        asked = time.perf_counter()
         try:
             return budgets.opted_out(await self.calls.namespace_labels(namespace))
         except errors.ApiError as e:
             logger.warning("cannot read namespace %s (taken as opted out of preemption): %s", namespace, e)
             return True
-        finally:
-            self.waited_s += time.perf_counter() - asked
 
     # --- what runs, and what is reserved -------------------------------------------------
 
@@ -286,15 +288,12 @@ class GangPreemption:
 
     async def _namespace(self, namespace: str) -> tuple[Sequence[budgets.Budget], bool]:
         """(its budgets, opted out); an unreadable namespace protects its workloads."""
-        asked = time.perf_counter()
         try:
             listed = await self.calls.budgets(namespace)
         except errors.ApiError as e:
             logger.warning("cannot read the PodDisruptionBudgets of %s (its workloads are protected): %s",
                            namespace, e)
             return (), True
-        finally:
-            self.waited_s += time.perf_counter() - asked
         return listed, await self._opted_out(namespace)
 
     # --- a round ---------------------------------------------------------------------------

@@ -29,6 +29,12 @@ class PreemptionCalls(Protocol):
         raises ``errors.ApiError`` (429 when a budget refuses)."""
         ...
 
+    @property
+    def api_waited_s(self) -> float:
+        """Seconds spent so far waiting for API reads of budgets and namespaces (none while
+        they come from memory): what a decision logs as waiting for the API."""
+        ...
+
 
 BUDGET_SOURCES = ("watch", "read")
 

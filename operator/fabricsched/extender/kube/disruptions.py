@@ -209,3 +209,8 @@ class FollowedDisruptions:
 
     async def evict(self, namespace: str, name: str, uid: str) -> None:
         await self.reads.evict(namespace, name, uid)
+
+    @property
+    def api_waited_s(self) -> float:
+        """Only the reads' (a view answers from memory, waiting for nothing)."""
+        return self.reads.api_waited_s

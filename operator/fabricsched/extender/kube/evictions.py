@@ -53,12 +53,18 @@ class ApiPreemptionCalls:
         self._timeout_s = timeout_s
         self._clock = clock
         self._labels: dict[str, tuple[float, Mapping[str, str]]] = {}
+        self.api_waited_s = 0.0
+        """Seconds spent in the API reads of ``budgets`` and ``namespace_labels`` so far."""
 
     async def budgets(self, namespace: str) -> Sequence[budgets.Budget]:
-        listed: Any = await asyncio.to_thread(
-            errors.call, self._policy.list_namespaced_pod_disruption_budget, namespace,
-            limit=MAX_BUDGETS, _request_timeout=self._timeout_s, _preload_content=False,
-        )
+        asked = time.perf_counter()
+        try:
+            listed: Any = await asyncio.to_thread(
+                errors.call, self._policy.list_namespaced_pod_disruption_budget, namespace,
+                limit=MAX_BUDGETS, _request_timeout=self._timeout_s, _preload_content=False,
+            )
+        finally:
+            self.api_waited_s += time.perf_counter() - asked
         try:
             body = parsing.mapping(json.loads(listed.data), "PodDisruptionBudgetList")
             found = budgets_of(body)
@@ -73,6 +79,7 @@ class ApiPreemptionCalls:
         cached = self._labels.get(namespace)
         if cached is not None and now - cached[0] < NAMESPACE_TTL_S:
             return cached[1]
+        asked = time.perf_counter()
         try:
             found: Any = await asyncio.to_thread(
                 errors.call, self._core.read_namespace, namespace, _request_timeout=self._timeout_s
@@ -80,6 +87,8 @@ class ApiPreemptionCalls:
             labels = dict(found.metadata.labels or {}) if found.metadata is not None else {}
         except errors.NotFound:
             labels = {}
+        finally:
+            self.api_waited_s += time.perf_counter() - asked
         if len(self._labels) > 10_000:
             self._labels.clear()
         self._labels[namespace] = (now, labels)

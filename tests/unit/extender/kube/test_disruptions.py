@@ -221,13 +221,16 @@ class Reads:
 
     def __init__(self) -> None:
         self.asked: list[str] = []
+        self.api_waited_s = 0.0
 
     async def budgets(self, namespace: str) -> Sequence[budgets.Budget]:
         self.asked.append(f"budgets {namespace}")
+        self.api_waited_s += 0.001  # as ``evictions.ApiPreemptionCalls`` counts its reads
         return (budgets.covering_all("read"),)
 
     async def namespace_labels(self, namespace: str) -> Mapping[str, str]:
         self.asked.append(f"namespace {namespace}")
+        self.api_waited_s += 0.001
         return {budgets.OPT_OUT_LABEL: budgets.OPT_OUT_VALUE}
 
     async def evict(self, namespace: str, name: str, uid: str) -> None:
@@ -302,6 +305,7 @@ def test_before_the_first_listing_a_decision_reads_the_api() -> None:
 
     asyncio.run(run())
     assert reads.asked == ["budgets ns", "namespace ns", "evict ns/p"]
+    assert reads.api_waited_s == pytest.approx(0.002)  # what a decision logs as waiting for the API
 
 
 def test_once_listed_a_decision_reads_no_api_and_a_budget_created_later_arrives_by_the_watch() -> None:
@@ -321,6 +325,7 @@ def test_once_listed_a_decision_reads_no_api_and_a_budget_created_later_arrives_
             {"type": "DELETED", "object": pdb("web", {}, 0, version=12)})
         await _until(lambda: len(calls.budget_view.of("ns")) == 1)
         assert not budgets.protected([pod("w-0", app="web")], await calls.budgets("ns"))
+        assert calls.api_waited_s == 0  # answers from memory wait for no API, however long they took
 
     asyncio.run(_followed(api, reads, check))
     assert reads.asked == []
