@@ -8,7 +8,8 @@ first listing applied, the API server serving the kind), else from the per-decis
 ``evictions.ApiPreemptionCalls``: before the first listing, and when the RBAC lacks list/watch on
 the kind (a 403: the informer goes on without it and asks again every minute), the decision reads
 the API as it did before; if that read fails too, the namespace's workloads are protected. A
-namespace the view does not know (created a moment ago, or past ``MAX_NAMESPACES``) is read too.
+namespace the view does not know (created a moment ago, or past ``MAX_NAMESPACES``) is read too;
+one deleted a moment ago answers with the labels it had (``MAX_GONE``).
 
 Bounded: at most ``evictions.MAX_BUDGETS`` budgets parsed per namespace (more stand for one
 budget that protects every workload of the namespace, until the rest are deleted), each a name,
@@ -32,6 +33,10 @@ NAMESPACES_PATH = "/api/v1/namespaces"
 MAX_NAMESPACES = 100_000
 """Namespaces whose opt-out label is kept; any more are read at the decision."""
 MAX_NAMESPACE = 63
+MAX_GONE = 1_000
+"""Deleted namespaces remembered (the newest), with the labels they had: their pods may still be
+in the state a moment after the namespace's own DELETED event (two watches, no order between
+them), and a decision then answers from memory instead of reading a namespace that is gone."""
 MAX_NAMES = 200_000
 """Budget names kept over all namespaces; past them a namespace a new one arrives in is protected."""
 _NO_LABELS: Mapping[str, str] = {}
@@ -124,6 +129,8 @@ class NamespaceView:
 
     def __init__(self) -> None:
         self._opt_out: dict[str, Mapping[str, str]] = {}
+        self._gone: dict[str, Mapping[str, str]] = {}
+        """Deleted namespaces, oldest first (``MAX_GONE``)."""
 
     def apply(self, body: Mapping[str, Any]) -> None:
         name = _bounded(listwatch.key_of(body))[1]
@@ -134,16 +141,25 @@ class NamespaceView:
         value = labels.get(budgets.OPT_OUT_LABEL)
         kept = {budgets.OPT_OUT_LABEL: value[: evictions.MAX_LABEL_VALUE]} if value else _NO_LABELS
         self._opt_out[name] = kept
+        self._gone.pop(name, None)  # made again under the same name
 
     def delete(self, key: listwatch.Key) -> None:
-        self._opt_out.pop(_bounded(key)[1], None)
+        name = _bounded(key)[1]
+        had = self._opt_out.pop(name, None)
+        if had is not None:
+            self._gone.pop(name, None)
+            self._gone[name] = had
+            if len(self._gone) > MAX_GONE:
+                del self._gone[next(iter(self._gone))]
 
     def known(self) -> list[listwatch.Key]:
         return [("", name) for name in self._opt_out]
 
     def labels(self, namespace: str) -> Mapping[str, str] | None:
-        """The labels preemption reads; None: a namespace the view does not hold."""
-        return self._opt_out.get(namespace)
+        """The labels preemption reads (a deleted namespace's last ones); None: a namespace the
+        view does not hold."""
+        found = self._opt_out.get(namespace)
+        return found if found is not None else self._gone.get(namespace)
 
 
 class Followed:

@@ -193,7 +193,27 @@ def test_the_namespace_view_keeps_the_opt_out_label_only() -> None:
     view.apply(namespace("quiet"))  # the label removed
     assert not budgets.opted_out(view.labels("quiet") or {})
     view.delete(("", "busy"))
-    assert view.labels("busy") is None and view.known() == [("", "quiet")]
+    assert view.known() == [("", "quiet")]
+
+
+def test_a_deleted_namespace_answers_with_its_last_labels_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Its pods may reach the state's watch after the namespace's DELETED event: a decision in
+    # between reads memory, not the API, and an opted-out namespace stays opted out.
+    monkeypatch.setattr(disruptions, "MAX_GONE", 2)
+    view = disruptions.NamespaceView()
+    view.apply(namespace("quiet", **{budgets.OPT_OUT_LABEL: budgets.OPT_OUT_VALUE}))
+    for name in ("busy", "a", "b"):
+        view.apply(namespace(name))
+    for name in ("quiet", "busy", "a"):
+        view.delete(("", name))
+    assert view.known() == [("", "b")]
+    assert view.labels("quiet") is None  # the oldest of three gone: forgotten, read again
+    assert view.labels("busy") == {} and view.labels("a") == {}
+    view.apply(namespace("busy", **{budgets.OPT_OUT_LABEL: budgets.OPT_OUT_VALUE}))  # made again
+    view.delete(("", "busy"))
+    assert budgets.opted_out(view.labels("busy") or {})
+    view.delete(("", "never-seen"))
+    assert view.labels("never-seen") is None
 
 
 def test_the_namespace_view_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
