@@ -92,7 +92,6 @@ class GangPreemption:
         """Of ``decided_s``, the time ``calls`` spent in API reads of budgets and namespaces:
         none while their watches are current, an API read per namespace otherwise. Counted by
         the calls, not around them: a read from memory that the OS paused is no API wait."""
-        self._waited_from = 0.0
         self._started: list[float] = []
         """When the rounds of the last minute started (the rate limit)."""
         self.running = running.RunningIndex(owner_cache)
@@ -194,7 +193,7 @@ class GangPreemption:
         self, pod: nodes.PodUsage, gang: gangs.GangIdentity, snap: views.SnapshotView
     ) -> bool:
         started, self.waited_s, self.laps = time.perf_counter(), 0.0, laps.Laps()
-        self._waited_from = self.calls.api_waited_s
+        waited_from = self.calls.api_waited_s
         inputs = planning.inputs(self.session, self.book, snap, gang.key)
         ask = planning.gang_request(gang, snap.fabric)
         if isinstance(ask, request.NoFit):
@@ -214,7 +213,7 @@ class GangPreemption:
                                        known=fit)
             if isinstance(gave, preemption.Choice):
                 self.decided_s = time.perf_counter() - started
-                self.waited_s = self.calls.api_waited_s - self._waited_from
+                self.waited_s = self.calls.api_waited_s - waited_from
                 self._yield(pod, gang, snap, gave, priority)
                 return True
         self.laps.lap("yield")
@@ -234,7 +233,7 @@ class GangPreemption:
                                 pending.message_of(gang, f"no plan, and no preemption: {chosen.reason}"))
             return False
         self.decided_s = time.perf_counter() - started
-        self.waited_s = self.calls.api_waited_s - self._waited_from
+        self.waited_s = self.calls.api_waited_s - waited_from
         self.laps.lap("choice")
         chosen_keys = {v.key for v in chosen.victims}
         await self._evict(pod, gang, snap, chosen, priority,
