@@ -89,6 +89,8 @@ def count(value: object, what: str, maximum: int, minimum: int = 0) -> int:
 
 def mapping(value: object, what: str) -> Mapping[str, Any]:
     """A JSON object (absent or null reads as empty); raises ``Invalid`` for any other type."""
+    if type(value) is dict:  # what JSON parses to: the ABC check below costs 6x (60,000 objects a start)
+        return value
     if value is None:
         return {}
     if not isinstance(value, Mapping):
@@ -98,6 +100,8 @@ def mapping(value: object, what: str) -> Mapping[str, Any]:
 
 def sequence(value: object, what: str) -> Sequence[Any]:
     """A JSON array (absent or null reads as empty); raises ``Invalid`` for any other type."""
+    if type(value) is list:  # as in ``mapping``
+        return value
     if value is None:
         return ()
     if isinstance(value, str | bytes) or not isinstance(value, Sequence):

@@ -33,14 +33,22 @@ class DraGpus:
         self._counted_at = self.claims.version
         self._naming: dict[claims.ObjectKey, set[PodKey]] = {}
         """Claim -> the pods naming it in ``spec.resourceClaims`` (by name, not by template)."""
+        self._fabrics: tuple[list[api.FabricTopologySpec], list[claims.DraFabric]] = ([], [])
+        """The topology specs ``fabrics_of`` last saw, and what it made of them."""
 
     def fabrics_of(self, topologies: Iterable[fabrics.TopologyFabric]) -> list[claims.DraFabric]:
-        """The fabrics reading GPUs through DRA, with their NVLink (clique) tier if they have one."""
-        return [
-            claims.DraFabric(tf.spec.gpu_resource, tf.spec.dra_gpus, next(
-                (t.name for t in tf.spec.tiers if t.node_label == api.NVLINK_CLIQUE_LABEL), None))
-            for tf in topologies if tf.spec.dra_gpus is not None
-        ]
+        """The fabrics reading GPUs through DRA, with their NVLink (clique) tier if they have one;
+        made again only when a topology's spec is another object (every pod applied asks)."""
+        specs = [tf.spec for tf in topologies]
+        made, fabrics_made = self._fabrics
+        if len(made) != len(specs) or any(a is not b for a, b in zip(made, specs, strict=True)):
+            fabrics_made = [
+                claims.DraFabric(spec.gpu_resource, spec.dra_gpus, next(
+                    (t.name for t in spec.tiers if t.node_label == api.NVLINK_CLIQUE_LABEL), None))
+                for spec in specs if spec.dra_gpus is not None
+            ]
+            self._fabrics = (specs, fabrics_made)
+        return fabrics_made
 
     def count(self, pod: k8s.PodUsage, topologies: Iterable[fabrics.TopologyFabric]) -> k8s.PodUsage:
         """``pod`` with its claimed GPUs counted (unchanged when it has no claims)."""
@@ -52,7 +60,8 @@ class DraGpus:
         for named in pod.claims:
             if named.claim:
                 self._naming.setdefault((pod.namespace, named.claim), set()).add((pod.namespace, pod.name))
-        # ``fold`` sets ``claim_gpus`` and ``uncounted`` anew (it reads neither): no copy first.
+        # ``fold`` sets ``claim_gpus`` and ``uncounted`` anew (it reads them only to return the
+        # pod itself when they stay): no copy first.
         return claims.fold(pod, dra_fabrics, self.claims, CONSTRAINTS)
 
     def recount(self, pods: Mapping[PodKey, k8s.PodUsage],
@@ -80,7 +89,7 @@ class DraGpus:
             pod = pods.get(key)
             if pod is not None and pod.claims:
                 again = self._count(pod, listed)
-                if again != pod:
+                if again is not pod and again != pod:
                     moved[key] = again
         return moved
 

@@ -6,6 +6,8 @@ its metrics of every object applied.
 
 from __future__ import annotations
 
+from typing import Any
+
 from fabricsched.controller import metrics as metrics_module
 
 
@@ -14,10 +16,17 @@ class MetricsObserver:
 
     def __init__(self, registry: metrics_module.Metrics) -> None:
         self.metrics = registry
+        self._applied: dict[str, tuple[Any, Any]] = {}
+        """Kind -> its (applied counter, apply-time histogram): ``labels`` looks a child up
+        under a lock, once per object of a listing otherwise (60,000 at a 5,000-node DRA start)."""
 
     def applied(self, kind: str, seconds: float) -> None:
-        self.metrics.watch_events.labels(kind, "applied").inc()
-        self.metrics.apply_seconds.labels(kind).observe(seconds)
+        children = self._applied.get(kind)
+        if children is None:
+            children = self._applied[kind] = (self.metrics.watch_events.labels(kind, "applied"),
+                                              self.metrics.apply_seconds.labels(kind))
+        children[0].inc()
+        children[1].observe(seconds)
 
     def deleted(self, kind: str) -> None:
         self.metrics.watch_events.labels(kind, "deleted").inc()

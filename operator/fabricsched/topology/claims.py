@@ -12,7 +12,7 @@ future one has it). Pure: no I/O, no clock.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from fabricsched import ids, parsing
@@ -275,18 +275,25 @@ class DraFabric:
     spec: api.DraGpuSpec
     clique_tier: str | None = None
     """The tier whose nodeLabel is the NVLink clique label, if any (ComputeDomain gangs)."""
+    classes: frozenset[str] = field(init=False)
+    """``spec.device_classes``, made once: every pod with claims is counted against it."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "classes", frozenset(self.spec.device_classes))
 
 
 def fold(pod: nodes.PodUsage, fabrics: Iterable[DraFabric], index: ClaimIndex,
          constraints: tuple[str, ...]) -> nodes.PodUsage:
     """The pod with ``claim_gpus`` (or ``uncounted``) filled for every DRA fabric. A pod claiming
     a ComputeDomain channel that carries none of the tier-constraint annotations ``constraints``
-    gets the first (the required tier) set to the fabric's clique tier: one NVLink domain."""
+    gets the first (the required tier) set to the fabric's clique tier: one NVLink domain.
+    ``pod`` itself when its count is as it was (a recount of 25,000 pods at a start makes no
+    copies, and the caller's comparison is by identity first)."""
     implicit = {k: v for k, v in pod.requests.items() if k.startswith(IMPLICIT_PREFIX)}
     if not pod.claims and not implicit:
         return pod
     counted: dict[str, int] = {}
-    annotations = dict(pod.annotations)
+    added: dict[str, str] | None = None  # a copy of the annotations, made when a clique tier is added
     why = ""
     for fab in fabrics:
         gpus, reason, nvlink = _pod_count(pod, fab, index, implicit)
@@ -297,31 +304,42 @@ def fold(pod: nodes.PodUsage, fabrics: Iterable[DraFabric], index: ClaimIndex,
         if gpus:
             counted[fab.gpu_resource] = counted.get(fab.gpu_resource, 0) + gpus
         if nvlink and fab.clique_tier and not any(k in pod.annotations for k in constraints):
-            annotations[constraints[0]] = fab.clique_tier
-    return replace(pod, claim_gpus=counted, uncounted=why, annotations=annotations)
+            if added is None:
+                added = dict(pod.annotations)
+            added[constraints[0]] = fab.clique_tier
+    if added is None and why == pod.uncounted and counted == pod.claim_gpus:
+        return pod
+    return replace(pod, claim_gpus=counted, uncounted=why,
+                   annotations=pod.annotations if added is None else added)
 
 
 def _pod_count(pod: nodes.PodUsage, fab: DraFabric, index: ClaimIndex,
            implicit: Mapping[str, int]) -> tuple[int, str, bool]:
-    classes = set(fab.spec.device_classes)
+    classes = fab.classes
     gpus = sum(n for k, n in implicit.items() if k[len(IMPLICIT_PREFIX):] in classes)
     nvlink = False
     for claim in pod.claims:
         if claim.template:
             requests = index.templates.get((pod.namespace, claim.template))
             nvlink = nvlink or (pod.namespace, claim.template) in index.channels
-            shown = f"ResourceClaimTemplate {pod.namespace}/{parsing.excerpt(claim.template)}"
         else:
             requests = index.claims.get((pod.namespace, claim.claim))
-            shown = f"ResourceClaim {pod.namespace}/{parsing.excerpt(claim.claim)}"
         if requests is None:
-            return 0, f"{shown} is not known (yet)", nvlink
+            return 0, f"{_shown(pod, claim)} is not known (yet)", nvlink
         for request in requests:
             if request.device_class in classes:
                 if request.count is None:
-                    why = f"{shown} request {request.name} asks for all devices (allocationMode All)"
-                    return 0, why, nvlink
+                    why = "asks for all devices (allocationMode All)"
+                    return 0, f"{_shown(pod, claim)} request {request.name} {why}", nvlink
                 gpus += request.count
             elif classes.intersection(request.alternatives):
-                return 0, f"{shown} request {request.name} has firstAvailable alternatives", nvlink
+                why = "has firstAvailable alternatives"
+                return 0, f"{_shown(pod, claim)} request {request.name} {why}", nvlink
     return min(gpus, nodes.MAX_HOST_GPUS + 1), "", nvlink
+
+
+def _shown(pod: nodes.PodUsage, claim: nodes.PodClaim) -> str:
+    """The claim or template as a reason names it (made only for a reason: 25,000 pods a start)."""
+    if claim.template:
+        return f"ResourceClaimTemplate {pod.namespace}/{parsing.excerpt(claim.template)}"
+    return f"ResourceClaim {pod.namespace}/{parsing.excerpt(claim.claim)}"
