@@ -228,8 +228,8 @@ def _best(
         if index.is_leaf(holders[0]):
             # Inside one leaf nothing is partially spanned and every usable host is alike:
             # only the fit tells holders apart, top down.
-            holder = (min(holders, key=lambda h: (_fit(index, space, h, pods), _broken(space, h, ()), h[1]))
-                      if top_down else _tightest(space, holders))
+            holder = (_tightest_leaf(index, space, holders, pods) if top_down
+                      else _tightest(space, holders))
             found = slots.split(index, space, holder, pods, slots.pack, slots.pack, slots.pack)
             return _Choice(level, holder, found) if found is not None else None
         # The shape comes first in the ranking, and packing reaches each holder's fewest
@@ -256,6 +256,16 @@ def _best(
         found = slots.split(index, space, holder, pods, first, slots.pack, slots.pack)
         return _Choice(level, holder, found) if found is not None else None
     return None
+
+
+def _tightest_leaf(index: tree.Tree, space: slots.Room, holders: Sequence[DomainKey], pods: int) -> DomainKey:
+    """Best fit top down among leaves that hold the gang: the least by ``_fit``, then
+    ``_broken``, then name, found walking down from the tightest domains (``slots.tightest``)."""
+    held = set(holders)
+    found = slots.tightest(index, space.full, held.__contains__,
+                           lambda h: (space.full[h] - pods, _broken(space, h, ()), h[1]))
+    assert found is not None  # holders is not empty
+    return found
 
 
 def _fit(index: tree.Tree, space: slots.Room, holder: DomainKey, pods: int) -> tuple[int, ...]:

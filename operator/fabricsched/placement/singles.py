@@ -10,14 +10,13 @@ hosts. A one-host gang never crosses its host's access link, so a down link does
 the health-blind policy cannot tell, so it leaves down hosts alone.
 
 The tightness of a domain is its slots (pods of this size it could take) on candidate hosts;
-which leaves have a host with room is one C-level ``max`` over each leaf's slice of hosts.
+``slots.tightest`` walks down from the tightest domains, so only the leaves under them are asked
+whether a host there has room.
 """
 
 from __future__ import annotations
 
-import itertools
-import operator
-from collections.abc import Mapping, Sequence, Set
+from collections.abc import Callable, Mapping, Sequence, Set
 
 from fabricsched import ids
 from fabricsched.placement import slots, tree
@@ -60,43 +59,42 @@ def pick(
                 free_per_leaf[index.leaf_of[n]], n))
             return host, _reason(fab, index, partly, host, health_aware)
     spans = index.span
-    fits = [leaf for leaf in index.leaves if max(free[spans[leaf][0]:spans[leaf][1]], default=0) >= need]
     if free is start.free:
         rooms = start.per_domain()
     else:
         rooms = slots.up_the_tree(index, start.leaf_sums([n // start.gpus_per_pod for n in free]))
-
+    host_gpus = index.host_gpus
     spoilt = {index.leaf_of[n] for n in degraded if free[index.position[n]] >= need}
-    above: dict[DomainKey | None, tuple[int, ...]] = {}  # by parent: its leaves share what is above
 
-    def fit(leaf: DomainKey) -> tuple[tuple[int, ...], int, bool, bool, str]:
-        # Best fit top down: the tightest top-tier domain, ..., the tightest leaf; on a tie the
-        # most room left whole: a partly used leaf, then one with a degraded host that holds it.
-        parent = index.parent.get(leaf)
-        rooms_above = above.get(parent)
-        if rooms_above is None:
-            rooms_above = above[parent] = slots.ancestors(index, rooms, leaf)
-        return rooms_above, rooms[leaf], leaf not in partly, leaf not in spoilt, leaf[1]
+    def fits(leaf: DomainKey) -> bool:
+        lo, hi = spans[leaf]
+        return max(free[lo:hi], default=0) >= need
+
+    def used_host_fits(leaf: DomainKey) -> bool:  # room on a host already partly used
+        lo, hi = spans[leaf]
+        return any(need <= free[i] < host_gpus[i] for i in range(lo, hi))
+
+    def leaf_order(leaf: DomainKey) -> tuple[int, bool, bool, str]:
+        # On a tie of the rooms above: the tightest leaf, then the most room left whole (a
+        # partly used leaf, then one with a degraded host that holds it).
+        return rooms[leaf], leaf not in partly, leaf not in spoilt, leaf[1]
 
     # A single pod keeps out of whole hosts and whole leaves while partly used ones have room
     # (rule 3); a multi-pod gang on one host is best fit first (rule 2).
+    groups: list[tuple[Callable[[DomainKey], bool], bool]]
     if pods == 1:
-        # Per host, in C: room for the pod on a host already partly used (need <= free < all).
-        room_used = list(map(operator.and_, map(operator.le, itertools.repeat(need), free),
-                             map(operator.lt, free, index.host_gpus)))
-        partly_hosts = [leaf for leaf in fits
-                        if leaf in partly and any(room_used[spans[leaf][0]:spans[leaf][1]])]
-        groups = [(partly_hosts, True), ([leaf for leaf in fits if leaf in partly], False),
-                  ([leaf for leaf in fits if leaf not in partly], False)]
+        groups = [(lambda leaf: leaf in partly and used_host_fits(leaf), True),
+                  (lambda leaf: leaf in partly and fits(leaf), False),
+                  (lambda leaf: leaf not in partly and fits(leaf), False)]
     else:
         groups = [(fits, False)]
-    for group, only_used in groups:
-        if not group:
+    for holds, only_used in groups:
+        leaf = slots.tightest(index, rooms, holds, leaf_order)
+        if leaf is None:
             continue
-        leaf = min(group, key=fit)
         lo, hi = spans[leaf]
         host = min((index.order[i] for i in range(lo, hi)
-                    if free[i] >= need and (not only_used or free[i] < index.host_gpus[i])),
+                    if free[i] >= need and (not only_used or free[i] < host_gpus[i])),
                    key=lambda n: (free[index.position[n]], n not in degraded, n))
         if pods == 1:
             return host, _reason(fab, index, partly, host, health_aware)

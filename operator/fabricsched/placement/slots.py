@@ -171,6 +171,40 @@ def ancestors(index: tree.Tree, rooms: Mapping[DomainKey, int], key: DomainKey) 
     return tuple(reversed(found))
 
 
+def tightest(
+    index: tree.Tree, rooms: Mapping[DomainKey, int], holds: Callable[[DomainKey], bool],
+    leaf_order: Callable[[DomainKey], Any],
+) -> DomainKey | None:
+    """Best fit top down: of the leaves that ``holds`` accepts, the one under the tightest
+    top-tier domain, then the tightest domain below it, and so on (``rooms``), then the least
+    by ``leaf_order``; None when no leaf holds. It equals the least leaf by the key
+    ``(slots.ancestors(...), leaf_order(leaf))`` (every leaf hangs at tier 0), but walks down
+    from the tightest domains and asks ``holds`` only under them: at 10,000 hosts the key of
+    every leaf cost a single pod's filter 2 ms."""
+    held: dict[DomainKey, bool] = {}
+
+    def holds_under(key: DomainKey) -> bool:
+        found = held.get(key)
+        if found is None:
+            found = held[key] = (holds(key) if index.is_leaf(key)
+                                 else any(map(holds_under, index.children[key])))
+        return found
+
+    tied = [index.root]
+    for _ in range(index.levels - 1):  # the tiers above the leaves, top first
+        below = sorted((c for key in tied for c in index.children[key]), key=rooms.__getitem__)
+        tied = []
+        for key in below:
+            if tied and rooms[key] > rooms[tied[0]]:
+                break
+            if holds_under(key):
+                tied.append(key)
+        if not tied:
+            return None
+    leaves = [c for key in tied for c in index.children[key]] if index.levels else tied
+    return min(filter(holds_under, leaves), key=leaf_order, default=None)
+
+
 def sliced(index: tree.Tree, space: Room, size: int, tier: int) -> Room:
     """``space`` for a gang cut in slices of ``size`` pods, each inside one domain of ``tier``:
     a domain of that tier holds whole slices only, and the tiers above sum what is left."""
