@@ -6,12 +6,14 @@ from __future__ import annotations
 from fabric_strategies import fabrics
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from placement_builders import FabricBuilder
 
 from fabricsched.placement import slots, tree
 from fabricsched.topology import fabric
 
 
-def plain_rule(index: tree.Tree, rooms: dict, held: set) -> fabric.DomainKey | None:
+def plain_rule(index: tree.Tree, rooms: dict[fabric.DomainKey, int], held: set[fabric.DomainKey]
+               ) -> fabric.DomainKey | None:
     leaves = [leaf for leaf in index.leaves if leaf in held]
     return min(leaves, key=lambda leaf: (slots.ancestors(index, rooms, leaf), rooms[leaf], leaf[1]),
                default=None)
@@ -37,8 +39,6 @@ def test_the_walk_down_picks_the_leaf_the_plain_rule_picks(fab: fabric.Fabric, d
 
 
 def test_only_the_leaves_under_the_tightest_domain_are_asked() -> None:
-    from placement_builders import FabricBuilder
-
     fab = (FabricBuilder().spine("a").leaf("a1").leaf("a2").spine("b").leaf("b1").leaf("b2")
            .spine("c").leaf("c1").build())
     index = tree.build(fab)
