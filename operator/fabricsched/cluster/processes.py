@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -42,11 +43,27 @@ class ProcessRecord:
     argv: tuple[str, ...]
 
 
+PICKED_PORTS = range(20000, 32768)
+"""Where ``free_ports`` looks first: below Linux's ephemeral range (32768-60999 by default), so
+an outgoing connection made between the pick and the bind cannot take the port (an extender's
+port, picked by the kernel, was once lost that way)."""
+
+
 def free_ports(count: int) -> list[int]:
     """``count`` distinct free loopback ports (held open together, so they cannot repeat)."""
-    sockets = []
+    sockets: list[socket.socket] = []
     try:
-        for _ in range(count):
+        for port in random.sample(PICKED_PORTS, min(len(PICKED_PORTS), 64 + count)):
+            if len(sockets) == count:
+                break
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                s.close()
+                continue
+            sockets.append(s)
+        while len(sockets) < count:  # that range taken: any port the kernel gives
             s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             s.bind(("127.0.0.1", 0))
             sockets.append(s)

@@ -79,6 +79,19 @@ def test_free_ports_are_distinct_and_bindable() -> None:
             s.bind(("127.0.0.1", port))
 
 
+def test_free_ports_stay_out_of_the_ephemeral_range_and_fall_back_when_it_is_taken(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Outgoing connections take ports from the ephemeral range: a port picked there can be
+    # taken between the pick and the server's bind.
+    assert all(p in processes.PICKED_PORTS for p in processes.free_ports(5))
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        taken = held.getsockname()[1]
+        monkeypatch.setattr(processes, "PICKED_PORTS", range(taken, taken + 1))
+        ports = processes.free_ports(2)
+    assert len(set(ports)) == 2 and taken not in ports
+
+
 def test_log_tail_returns_the_last_lines(tmp_path: Path) -> None:
     log = tmp_path / "x.log"
     log.write_text("".join(f"line {i}\n" for i in range(100)))
