@@ -23,6 +23,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -48,14 +49,30 @@ PICKED_PORTS = range(20000, 32768)
 an outgoing connection made between the pick and the bind cannot take the port (an extender's
 port, picked by the kernel, was once lost that way)."""
 
+_handed_out: set[int] = set()
+"""Ports ``free_ports`` already gave this process: a caller binds its ports later (a test picks the
+extender's port, then starts a control plane that picks its own), so a port closed but not yet bound
+must not be picked again (CI lost an extender's port to such a second pick)."""
+_handing_out = threading.Lock()
+
 
 def free_ports(count: int) -> list[int]:
-    """``count`` distinct free loopback ports (held open together, so they cannot repeat)."""
+    """``count`` distinct free loopback ports, none given before by this process (held open
+    together, so they cannot repeat)."""
+    with _handing_out:
+        ports = _pick(count)
+        _handed_out.update(ports)
+        return ports
+
+
+def _pick(count: int) -> list[int]:
     sockets: list[socket.socket] = []
     try:
         for port in random.sample(PICKED_PORTS, min(len(PICKED_PORTS), 64 + count)):
             if len(sockets) == count:
                 break
+            if port in _handed_out:
+                continue
             s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             try:
                 s.bind(("127.0.0.1", port))
@@ -66,6 +83,9 @@ def free_ports(count: int) -> list[int]:
         while len(sockets) < count:  # that range taken: any port the kernel gives
             s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             s.bind(("127.0.0.1", 0))
+            if s.getsockname()[1] in _handed_out:
+                s.close()  # the kernel may give a closed, handed-out port again
+                continue
             sockets.append(s)
         return [s.getsockname()[1] for s in sockets]
     finally:

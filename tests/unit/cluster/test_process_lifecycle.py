@@ -92,6 +92,18 @@ def test_free_ports_stay_out_of_the_ephemeral_range_and_fall_back_when_it_is_tak
     assert len(set(ports)) == 2 and taken not in ports
 
 
+def test_free_ports_never_hands_a_port_out_twice(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A caller binds later: a port it was given, closed but not yet bound, must not go to the
+    # next caller, even when the range holds no other (the second caller gets the kernel's).
+    monkeypatch.setattr(processes, "_handed_out", set())
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        only = probe.getsockname()[1]
+    monkeypatch.setattr(processes, "PICKED_PORTS", range(only, only + 1))
+    first, second = processes.free_ports(1), processes.free_ports(1)
+    assert first == [only] and second != first
+
+
 def test_log_tail_returns_the_last_lines(tmp_path: Path) -> None:
     log = tmp_path / "x.log"
     log.write_text("".join(f"line {i}\n" for i in range(100)))
