@@ -210,7 +210,11 @@ def test_two_replicas_the_leader_killed_after_the_evictions_start_no_second_roun
         fabric.ready(standby, fabric.health_port)
         before = fill_with_singles(fabric, ns)
         fabric.job(ns, "urgent", pods=1, priority="high")
-        wait_for("the first eviction", lambda: fabric.events(ns, "Preempted"))
+        # The victim Job's event comes after its pods' evictions (their events first): waiting for
+        # it kills the leader after the evictions, not between a pod's event and the Job's (an
+        # event still queued dies with the process; CI once lost it that way).
+        wait_for("the first eviction", lambda: any(
+            e["involvedObject"]["kind"] == "Job" for e in fabric.events(ns, "Preempted")))
         killed = time.monotonic()
         leader.kill()
         leader.wait(10)
