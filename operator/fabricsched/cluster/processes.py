@@ -46,13 +46,13 @@ class ProcessRecord:
 
 PICKED_PORTS = range(20000, 32768)
 """Where ``free_ports`` looks first: below Linux's ephemeral range (32768-60999 by default), so
-an outgoing connection made between the pick and the bind cannot take the port (an extender's
-port, picked by the kernel, was once lost that way)."""
+an outgoing connection made between the pick and the bind cannot take the port."""
 
 _handed_out: set[int] = set()
 """Ports ``free_ports`` already gave this process: a caller binds its ports later (a test picks the
 extender's port, then starts a control plane that picks its own), so a port closed but not yet bound
-must not be picked again (CI lost an extender's port to such a second pick)."""
+must not be picked again (the likely way CI lost an extender's port twice). At most one entry
+per port number."""
 _handing_out = threading.Lock()
 
 
